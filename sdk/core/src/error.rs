@@ -1,0 +1,66 @@
+//! The one error type of the SDK. Messages name files, keys and counts, never prompt or answer text.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("model file not found: {path}")]
+    FileNotFound { path: PathBuf },
+
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+
+    #[error("not a GGUF file (magic bytes {magic:02x?})")]
+    NotGguf { magic: [u8; 4] },
+
+    #[error("unsupported GGUF version {0} (supported: 2, 3)")]
+    UnsupportedVersion(u32),
+
+    /// The file ends before a structure it declares, or an offset points outside it.
+    #[error("truncated GGUF: {what} needs bytes {start}..{end} but the file has {len}")]
+    Truncated { what: String, start: u64, end: u64, len: u64 },
+
+    /// Structurally invalid content (bad UTF-8, impossible counts, misaligned data, ...).
+    #[error("corrupt GGUF: {0}")]
+    Corrupt(String),
+
+    #[error("unsupported architecture `{0}` (supported: llama, qwen2, gemma3)")]
+    UnsupportedArchitecture(String),
+
+    #[error("tensor `{tensor}` has unsupported type {ty}")]
+    UnsupportedTensorType { tensor: String, ty: String },
+
+    #[error("missing metadata key `{0}`")]
+    MissingMetadata(String),
+
+    #[error("metadata key `{key}` is {found}, expected {expected}")]
+    MetadataType { key: String, expected: &'static str, found: String },
+
+    #[error("missing tensor `{0}`")]
+    MissingTensor(String),
+
+    #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]
+    TensorShape { name: String, expected: Vec<u64>, found: Vec<u64> },
+
+    #[error("context window exceeded: {needed} tokens needed, {limit} available")]
+    ContextOverflow { needed: usize, limit: usize },
+
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+
+    #[error("generation cancelled")]
+    Cancelled,
+
+    #[error("chat template error: {0}")]
+    Template(String),
+
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+
+    /// A second request on a session that is still generating.
+    #[error("session is busy with another request")]
+    Busy,
+}

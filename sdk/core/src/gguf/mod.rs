@@ -1,0 +1,288 @@
+//! The GGUF container: header, metadata and tensor table over a memory map (ggml `docs/gguf.md`).
+//!
+//! Parsing walks the whole header once and bounds-checks every length, count and offset against
+//! the file, so that afterwards tensor data and metadata are plain views into the mapped bytes.
+
+mod reader;
+mod value;
+
+pub use value::{ArrayValue, Value, ValueType};
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::quant::GgmlType;
+use reader::Reader;
+
+const MAGIC: [u8; 4] = *b"GGUF";
+const DEFAULT_ALIGNMENT: u64 = 32;
+/// Largest tensor rank GGUF allows.
+const MAX_DIMS: u32 = 4;
+
+/// Where the bytes live: a read-only map of the model file, or memory (tests, fuzzing).
+enum Storage {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Mapped(m) => m,
+            Storage::Owned(v) => v,
+        }
+    }
+}
+
+/// One entry of the tensor table. `offset` is absolute in the file; `size` in bytes.
+#[derive(Debug, Clone)]
+pub struct TensorInfo {
+    pub name: String,
+    /// ggml order: `dims[0]` is the contiguous (row) length.
+    pub dims: Vec<u64>,
+    pub ty: GgmlType,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl TensorInfo {
+    pub fn n_elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+}
+
+pub struct GgufFile {
+    storage: Storage,
+    version: u32,
+    alignment: u64,
+    metadata: BTreeMap<String, Value>,
+    tensors: Vec<TensorInfo>,
+    by_name: BTreeMap<String, usize>,
+}
+
+impl std::fmt::Debug for GgufFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufFile")
+            .field("version", &self.version)
+            .field("metadata_keys", &self.metadata.len())
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+impl GgufFile {
+    /// Maps the file read-only and parses it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::FileNotFound { path: path.to_owned() },
+            _ => Error::Io { path: path.to_owned(), source: e },
+        })?;
+        let len = file.metadata().map_err(|e| Error::Io { path: path.to_owned(), source: e })?.len();
+        if len == 0 {
+            // mmap of an empty file fails on some platforms; it is a truncated file either way.
+            return Err(Error::Truncated { what: "header".into(), start: 0, end: 4, len: 0 });
+        }
+        // SAFETY: the map is read-only. Another process truncating the file while it is mapped
+        // would fault on access; that is the documented contract of every mmap-based loader.
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+        Self::parse(Storage::Mapped(map))
+    }
+
+    /// Parses a GGUF image held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
+        Self::parse(Storage::Owned(bytes))
+    }
+
+    fn parse(storage: Storage) -> Result<Self> {
+        let bytes = storage.bytes();
+        let mut r = Reader::new(bytes);
+        let magic: [u8; 4] = r.array("magic")?;
+        if magic != MAGIC {
+            return Err(Error::NotGguf { magic });
+        }
+        let version = r.u32("version")?;
+        if version != 2 && version != 3 {
+            return Err(Error::UnsupportedVersion(version));
+        }
+        let n_tensors = r.u64("tensor count")?;
+        let n_kv = r.u64("metadata count")?;
+
+        let mut metadata = BTreeMap::new();
+        for _ in 0..n_kv {
+            let key = r.string("metadata key")?.to_owned();
+            let ty = ValueType::from_u32(r.u32("metadata type")?)
+                .ok_or_else(|| Error::Corrupt(format!("metadata `{key}` has an unknown type")))?;
+            let value = Value::read(&mut r, ty, &key)?;
+            if metadata.insert(key.clone(), value).is_some() {
+                return Err(Error::Corrupt(format!("metadata key `{key}` appears twice")));
+            }
+        }
+
+        let alignment = match metadata.get("general.alignment") {
+            None => DEFAULT_ALIGNMENT,
+            Some(v) => match v.as_u64() {
+                Some(a) if a > 0 && a.is_power_of_two() => a,
+                _ => return Err(Error::Corrupt("general.alignment is not a power of two".into())),
+            },
+        };
+
+        // Each tensor entry is at least 8 (name len) + 4 + 8 + 4 + 8 bytes: an impossible count
+        // is caught before any allocation sized by it.
+        if n_tensors > (bytes.len() as u64) / 32 {
+            return Err(Error::Corrupt(format!("tensor count {n_tensors} exceeds what the file can hold")));
+        }
+        let mut raw = Vec::with_capacity(n_tensors as usize);
+        for _ in 0..n_tensors {
+            let name = r.string("tensor name")?.to_owned();
+            let n_dims = r.u32("tensor rank")?;
+            if n_dims == 0 || n_dims > MAX_DIMS {
+                return Err(Error::Corrupt(format!("tensor `{name}` has rank {n_dims}")));
+            }
+            let mut dims = Vec::with_capacity(n_dims as usize);
+            for _ in 0..n_dims {
+                dims.push(r.u64("tensor dimension")?);
+            }
+            let ty_id = r.u32("tensor type")?;
+            let rel_offset = r.u64("tensor offset")?;
+            raw.push((name, dims, ty_id, rel_offset));
+        }
+        let data_start = align_up(r.position() as u64, alignment)
+            .ok_or_else(|| Error::Corrupt("data section offset overflows".into()))?;
+        let file_len = bytes.len() as u64;
+
+        let mut tensors = Vec::with_capacity(raw.len());
+        let mut by_name = BTreeMap::new();
+        for (name, dims, ty_id, rel_offset) in raw {
+            let ty = GgmlType::from_id(ty_id).ok_or_else(|| Error::UnsupportedTensorType {
+                tensor: name.clone(),
+                ty: format!("ggml type id {ty_id}"),
+            })?;
+            let n_elements = dims
+                .iter()
+                .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+                .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` element count overflows")))?;
+            if dims[0] % ty.block_size() as u64 != 0 {
+                return Err(Error::Corrupt(format!(
+                    "tensor `{name}` row length {} is not a multiple of the {} block size {}",
+                    dims[0],
+                    ty.name(),
+                    ty.block_size()
+                )));
+            }
+            let size = (n_elements / ty.block_size() as u64)
+                .checked_mul(ty.block_bytes() as u64)
+                .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` size overflows")))?;
+            if rel_offset % alignment != 0 {
+                return Err(Error::Corrupt(format!("tensor `{name}` data is not aligned to {alignment}")));
+            }
+            let offset = data_start
+                .checked_add(rel_offset)
+                .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` offset overflows")))?;
+            let end = offset
+                .checked_add(size)
+                .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` extent overflows")))?;
+            if end > file_len {
+                return Err(Error::Truncated { what: format!("tensor `{name}`"), start: offset, end, len: file_len });
+            }
+            if by_name.insert(name.clone(), tensors.len()).is_some() {
+                return Err(Error::Corrupt(format!("tensor `{name}` appears twice")));
+            }
+            tensors.push(TensorInfo { name, dims, ty, offset, size });
+        }
+
+        Ok(GgufFile { storage, version, alignment, metadata, tensors, by_name })
+    }
+
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    pub fn alignment(&self) -> u64 {
+        self.alignment
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        self.storage.bytes()
+    }
+
+    pub fn metadata(&self) -> &BTreeMap<String, Value> {
+        &self.metadata
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.metadata.get(key)
+    }
+
+    fn require(&self, key: &str) -> Result<&Value> {
+        self.get(key).ok_or_else(|| Error::MissingMetadata(key.to_owned()))
+    }
+
+    pub fn get_str(&self, key: &str) -> Result<&str> {
+        let v = self.require(key)?;
+        v.as_str().ok_or_else(|| type_error(key, "a string", v))
+    }
+
+    /// Any integer type whose value fits in u64.
+    pub fn get_u64(&self, key: &str) -> Result<u64> {
+        let v = self.require(key)?;
+        v.as_u64().ok_or_else(|| type_error(key, "an unsigned integer", v))
+    }
+
+    pub fn get_usize(&self, key: &str) -> Result<usize> {
+        let n = self.get_u64(key)?;
+        usize::try_from(n).map_err(|_| Error::Corrupt(format!("`{key}` = {n} does not fit in memory")))
+    }
+
+    /// Any integer type as i64.
+    pub fn get_i64(&self, key: &str) -> Result<i64> {
+        let v = self.require(key)?;
+        v.as_i64().ok_or_else(|| type_error(key, "an integer", v))
+    }
+
+    /// F32 or F64 (narrowed), or an integer.
+    pub fn get_f32(&self, key: &str) -> Result<f32> {
+        let v = self.require(key)?;
+        v.as_f32().ok_or_else(|| type_error(key, "a number", v))
+    }
+
+    pub fn get_bool(&self, key: &str) -> Result<bool> {
+        let v = self.require(key)?;
+        v.as_bool().ok_or_else(|| type_error(key, "a bool", v))
+    }
+
+    pub fn get_array(&self, key: &str) -> Result<&ArrayValue> {
+        let v = self.require(key)?;
+        v.as_array().ok_or_else(|| type_error(key, "an array", v))
+    }
+
+    /// `general.architecture`.
+    pub fn architecture(&self) -> Result<&str> {
+        self.get_str("general.architecture")
+    }
+
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
+        self.by_name.get(name).map(|&i| &self.tensors[i])
+    }
+
+    /// The tensor's bytes (checked against the file at parse time).
+    pub fn tensor_data(&self, info: &TensorInfo) -> &[u8] {
+        &self.bytes()[info.offset as usize..(info.offset + info.size) as usize]
+    }
+}
+
+fn type_error(key: &str, expected: &'static str, found: &Value) -> Error {
+    Error::MetadataType { key: key.to_owned(), expected, found: found.type_name().to_owned() }
+}
+
+fn align_up(x: u64, a: u64) -> Option<u64> {
+    Some(x.checked_add(a - 1)? / a * a)
+}
