@@ -1,0 +1,1 @@
+//! Token sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty.
