@@ -1,10 +1,32 @@
 //! Tern: on-device LLM inference over GGUF models with streaming chat sessions.
+//!
+//! ```no_run
+//! use tern::{Engine, EngineOptions, Event, Session, SessionOptions};
+//! let engine = Engine::load("SmolLM2-135M-Instruct.Q4_1.gguf", EngineOptions::default())?;
+//! let mut session = Session::new(engine, SessionOptions::default())?;
+//! for event in session.send("What is the capital of France?")? {
+//!     match event? {
+//!         Event::Token { text, .. } => print!("{text}"),
+//!         Event::Done(stats) => eprintln!("\n{:.1} tokens/s", stats.decode_tokens_per_s),
+//!     }
+//! }
+//! # Ok::<(), tern::Error>(())
+//! ```
 
 pub mod chat;
+pub mod engine;
 pub mod error;
 pub mod gguf;
+pub mod model;
 pub mod quant;
+pub mod runtime;
 pub mod sampling;
+pub mod session;
 pub mod tokenizer;
 
+pub use chat::{Message, Role};
+pub use engine::{Engine, EngineOptions, ModelInfo};
 pub use error::{Error, Result};
+pub use runtime::peak_rss_bytes;
+pub use sampling::SamplingOptions;
+pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};

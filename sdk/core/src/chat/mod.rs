@@ -1,1 +1,374 @@
 //! Chat templates: render `tokenizer.chat_template` with minijinja.
+//!
+//! The environment mirrors what Hugging Face `apply_chat_template` (and the
+//! llama.cpp reference used for the golden data) set up, so prompts match byte
+//! for byte: `trim_blocks` and `lstrip_blocks` on, the single trailing newline of
+//! the source dropped, no autoescaping, `raise_exception`, `strftime_now`, a
+//! Python `json.dumps`-style `tojson`, Python spelling of `None`/`True`/`False`
+//! in output, and the common Python string/dict methods (`.strip()`,
+//! `.startswith()`, `.split()`, `.items()`, ...).
+//!
+//! Sandbox: templates have no loader, so no file or network access; recursion is
+//! capped by minijinja (500 levels), `range()` by minijinja (100 000 items), and the
+//! rendered output by [`ChatTemplate`] itself. CPU time is not bounded: that needs
+//! minijinja's `fuel` feature, which this crate does not enable.
+
+mod fallback;
+mod pyjson;
+mod pymethods;
+mod strftime;
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+
+pub use fallback::FallbackKind;
+
+/// Name under which the template is stored; it has no extension so that
+/// minijinja never turns on HTML autoescaping for it.
+const TEMPLATE_NAME: &str = "chat";
+
+/// Assistant content used to locate the end-of-turn text; unlikely to occur in
+/// any template's literal text.
+const PROBE_ANSWER: &str = "TERN-PROBE-ANSWER-7f3a";
+const PROBE_USER: &str = "TERN-PROBE-USER-7f3a";
+const PROBE_USER_2: &str = "TERN-PROBE-USER-2-7f3a";
+
+/// Rendered output beyond this many bytes, plus four times the input size, is
+/// treated as a runaway template rather than a prompt.
+const OUTPUT_BASE_LIMIT: usize = 1 << 20;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    /// A tool result fed back to the model; templates without tool support may reject it.
+    Tool,
+}
+
+impl Role {
+    /// The lowercase name templates compare against (`"user"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One turn of a conversation, as templates see it: `{"role": ..., "content": ...}`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: Role, content: impl Into<String>) -> Message {
+        Message { role, content: content.into() }
+    }
+    pub fn system(content: impl Into<String>) -> Message {
+        Message::new(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Message {
+        Message::new(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Message {
+        Message::new(Role::Assistant, content)
+    }
+}
+
+/// A message as templates see it: a map whose keys iterate in the order
+/// `role`, `content`, as the Python dicts do (matters for `|tojson`, `.items()`).
+#[derive(Debug)]
+struct MessageValue {
+    role: Value,
+    content: Value,
+}
+
+impl MessageValue {
+    fn value_of(m: &Message) -> Value {
+        Value::from_object(MessageValue {
+            role: Value::from(m.role.as_str()),
+            content: Value::from(m.content.as_str()),
+        })
+    }
+}
+
+impl Object for MessageValue {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match key.as_str()? {
+            "role" => Some(self.role.clone()),
+            "content" => Some(self.content.clone()),
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Str(&["role", "content"])
+    }
+}
+
+/// A compiled chat template. Compiled once; rendering is `&self`, so one
+/// instance can be shared across threads.
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+    source_len: usize,
+    turn_suffix: Option<String>,
+    fallback: Option<FallbackKind>,
+}
+
+impl fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatTemplate")
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .field("source_len", &self.source_len)
+            .field("turn_suffix", &self.turn_suffix)
+            .field("fallback", &self.fallback)
+            .finish()
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles `source` (a Jinja chat template as found in `tokenizer.chat_template`).
+    /// `bos_token`/`eos_token` are the model's BOS/EOS token texts, visible to the
+    /// template as `bos_token`/`eos_token`. Syntax errors give [`Error::Template`].
+    pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate> {
+        let mut env = base_environment(bos_token, eos_token);
+        env.add_template_owned(TEMPLATE_NAME, source.to_owned()).map_err(template_error)?;
+        Ok(Self::finish(env, bos_token, eos_token, source.len(), None))
+    }
+
+    /// A built-in template for models whose GGUF carries none (e.g. Gemma 3 base).
+    /// Choose `kind` with [`FallbackKind::detect`]. Fallback templates never emit
+    /// BOS: the tokenizer adds it when the model asks for it (`add_bos_token`).
+    pub fn fallback(kind: FallbackKind, bos_token: &str, eos_token: &str) -> ChatTemplate {
+        let source = kind.source();
+        let mut env = base_environment(bos_token, eos_token);
+        // The built-in sources are fixed and covered by tests, so compiling cannot fail;
+        // should it ever, rendering reports the missing template as Error::Template.
+        let _ = env.add_template(TEMPLATE_NAME, source);
+        Self::finish(env, bos_token, eos_token, source.len(), Some(kind))
+    }
+
+    /// The template a GGUF model should use: its `tokenizer.chat_template` when
+    /// present, else the fallback its vocabulary suggests.
+    pub fn from_gguf(file: &GgufFile) -> Result<ChatTemplate> {
+        let tokens = file.get_array("tokenizer.ggml.tokens")?;
+        let vocab: Vec<&str> = tokens
+            .strings(file.bytes())
+            .ok_or_else(|| Error::MetadataType {
+                key: "tokenizer.ggml.tokens".into(),
+                expected: "array of strings",
+                found: format!("array of {}", tokens.elem.name()),
+            })?
+            .collect();
+        let token_text = |key: &str| -> &str {
+            file.get(key)
+                .and_then(|v| v.as_u64())
+                .and_then(|id| usize::try_from(id).ok())
+                .and_then(|id| vocab.get(id).copied())
+                .unwrap_or("")
+        };
+        let bos = token_text("tokenizer.ggml.bos_token_id");
+        let eos = token_text("tokenizer.ggml.eos_token_id");
+        match file.get("tokenizer.chat_template") {
+            Some(_) => ChatTemplate::new(file.get_str("tokenizer.chat_template")?, bos, eos),
+            None => {
+                let kind = FallbackKind::detect(|t| vocab.contains(&t));
+                Ok(ChatTemplate::fallback(kind, bos, eos))
+            }
+        }
+    }
+
+    fn finish(
+        env: Environment<'static>,
+        bos_token: &str,
+        eos_token: &str,
+        source_len: usize,
+        fallback: Option<FallbackKind>,
+    ) -> ChatTemplate {
+        let mut t = ChatTemplate {
+            env,
+            bos_token: bos_token.to_owned(),
+            eos_token: eos_token.to_owned(),
+            source_len,
+            turn_suffix: None,
+            fallback,
+        };
+        t.turn_suffix = t.probe_turn_suffix();
+        t
+    }
+
+    /// Renders the conversation. With `add_generation_prompt` the text ends with
+    /// the opening of an assistant turn, ready for generation.
+    pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(template_error)?;
+        let input: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + self.source_len;
+        let limit = OUTPUT_BASE_LIMIT.saturating_add(input.saturating_mul(4));
+        let ctx = minijinja::context! {
+            messages => Value::from(messages.iter().map(MessageValue::value_of).collect::<Vec<_>>()),
+            add_generation_prompt => add_generation_prompt,
+            // HF passes these as None, and templates test `tools is not none`.
+            tools => Value::from(()),
+            documents => Value::from(()),
+        };
+        let mut out = CappedWriter { buf: Vec::new(), limit, overflowed: false };
+        match template.render_captured_to(ctx, &mut out) {
+            Ok(_) => {}
+            Err(_) if out.overflowed => {
+                return Err(Error::Template(format!("rendered prompt exceeds {limit} bytes")));
+            }
+            Err(e) => return Err(template_error(e)),
+        }
+        // Only `&str` pieces were written, so the bytes are UTF-8; checked anyway.
+        String::from_utf8(out.buf).map_err(|_| Error::Template("rendered prompt is not UTF-8".into()))
+    }
+
+    /// Text the template puts after an assistant message's content, e.g.
+    /// `"<|im_end|>\n"` (ChatML) or `"<end_of_turn>\n"` (Gemma).
+    ///
+    /// Found once, at construction, by rendering a probe conversation
+    /// `[user, assistant(PROBE)]` and `[user, assistant(PROBE), user]` and taking
+    /// the common text right after PROBE. Sessions append it to close a turn whose
+    /// generation stopped on the end-of-turn token. `None` when the probe fails
+    /// (e.g. the template rejects the probe) or the template puts nothing there.
+    pub fn assistant_turn_suffix(&self) -> Option<&str> {
+        self.turn_suffix.as_deref()
+    }
+
+    /// [`assistant_turn_suffix`](Self::assistant_turn_suffix) without trailing
+    /// whitespace, e.g. `"<|im_end|>"`: the text whose appearance in the output
+    /// ends the assistant's turn (stop string). `None` if nothing is left.
+    pub fn assistant_stop_text(&self) -> Option<&str> {
+        self.turn_suffix.as_deref().map(str::trim_end).filter(|s| !s.is_empty())
+    }
+
+    /// The BOS token text the template was built with. A template may emit it
+    /// itself; callers should then not let the tokenizer add a second one.
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
+    /// `Some(kind)` for built-in fallback templates.
+    pub fn fallback_kind(&self) -> Option<FallbackKind> {
+        self.fallback
+    }
+
+    fn probe_turn_suffix(&self) -> Option<String> {
+        let one = [Message::user(PROBE_USER), Message::assistant(PROBE_ANSWER)];
+        let two = [one[0].clone(), one[1].clone(), Message::user(PROBE_USER_2)];
+        let a = self.render(&one, false).ok()?;
+        let b = self.render(&two, false).ok()?;
+        let after = |s: &str| s.find(PROBE_ANSWER).map(|i| s[i + PROBE_ANSWER.len()..].to_owned());
+        let (a, b) = (after(&a)?, after(&b)?);
+        // The last turn may be followed by template-wide trailers, the middle one by
+        // the next user turn; what both share is the turn's own closing text.
+        let common = common_prefix_len(&a, &b);
+        let suffix = &a[..common];
+        (!suffix.is_empty()).then(|| suffix.to_owned())
+    }
+}
+
+fn common_prefix_len(a: &str, b: &str) -> usize {
+    let mut n = 0;
+    for ((i, ca), cb) in a.char_indices().zip(b.chars()) {
+        if ca != cb {
+            return i;
+        }
+        n = i + ca.len_utf8();
+    }
+    n
+}
+
+/// The environment shared by parsed and built-in templates.
+/// Instructions one render may execute; real chat templates use a few thousand per message.
+const TEMPLATE_FUEL: u64 = 5_000_000;
+
+fn base_environment(bos_token: &str, eos_token: &str) -> Environment<'static> {
+    let mut env = Environment::new();
+    // What transformers' apply_chat_template and llama-cpp-python configure.
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_keep_trailing_newline(false);
+    env.set_undefined_behavior(UndefinedBehavior::Lenient);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_formatter(pyjson::python_formatter);
+    env.set_unknown_method_callback(pymethods::call_method);
+    // Bounds the work one render may do: a hostile template cannot spin forever.
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.add_filter("tojson", pyjson::tojson_filter);
+    env.add_function("raise_exception", raise_exception);
+    env.add_function("strftime_now", strftime::strftime_now);
+    env.add_global("bos_token", bos_token.to_owned());
+    env.add_global("eos_token", eos_token.to_owned());
+    env
+}
+
+fn raise_exception(message: String) -> std::result::Result<Value, minijinja::Error> {
+    Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+}
+
+fn template_error(e: minijinja::Error) -> Error {
+    // Plain Display: kind, detail and location; never the debug dump of variables.
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    Error::Template(msg)
+}
+
+/// Collects output and refuses to grow past `limit` bytes.
+struct CappedWriter {
+    buf: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl io::Write for CappedWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > self.limit {
+            self.overflowed = true;
+            return Err(io::Error::other("output limit"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,37 @@
 //! Tensor element types: block layouts, dequantization and dot products against quantized
 //! activations. `reference` is the scalar truth that every fast kernel is tested against.
+//!
+//! Use: pick the kernel set once with [`kernels`], quantize the activation row into an
+//! [`ActBuf`] with `quantize(w.activation_type())`, then call `vec_dot(w)` (or `mat_vec(w)`)
+//! per weight row. All byte-level functions check sizes and never panic: a row that is too
+//! short yields `0.0` (dot products) or leaves the output untouched (everything else).
+
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
+pub mod blocks;
+mod dispatch;
+pub mod reference;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+#[cfg(test)]
+mod tests;
+
+pub use blocks::{as_blocks, as_blocks_mut, Block};
+pub use dispatch::{available_kernels, kernels, reference_kernels, Kernels};
+
+/// Dot product of `n` elements: `w` is one weight row's bytes, `a` the quantized activation
+/// row's bytes (in the weight type's [`GgmlType::activation_type`]). Extra bytes are ignored;
+/// too few give `0.0`.
+pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+/// `out[r] = dot(row r, a)` for `out.len()` consecutive weight rows of `n` elements each in
+/// `w`. Same contract as [`VecDotFn`]; on bad sizes `out` is left untouched.
+pub type MatVecFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
+/// f32 row -> activation-format bytes (`x.len()` a multiple of the block size, `out` at least
+/// `row_bytes(x.len())` long).
+pub type QuantizeFn = fn(x: &[f32], out: &mut [u8]);
+/// One row of weight bytes -> `out.len()` f32 values.
+pub type DequantizeFn = fn(w: &[u8], out: &mut [f32]);
 
 /// ggml tensor types this SDK reads (ids from ggml's `ggml_type`). `Q8_1` and `Q8_K` appear only
 /// as activation formats.
@@ -99,8 +131,77 @@ impl GgmlType {
         }
     }
 
+    /// Activation format the dot product of this weight type consumes (F32 for float weights).
+    /// Activation-only types (Q8_1, Q8_K) map to themselves.
+    pub fn activation_type(self) -> GgmlType {
+        use GgmlType::*;
+        match self {
+            F32 | F16 | BF16 => F32,
+            Q4_0 | Q5_0 | Q8_0 => Q8_0,
+            Q4_1 => Q8_1,
+            Q4_K | Q6_K => Q8_K,
+            Q8_1 => Q8_1,
+            Q8_K => Q8_K,
+        }
+    }
+
     /// Bytes of a row of `n` elements (`n` a multiple of the block size).
     pub fn row_bytes(self, n: usize) -> usize {
         n / self.block_size() * self.block_bytes()
+    }
+}
+
+/// A byte buffer for quantized activations, 4-byte aligned (Q8_K's f32 scale needs it) so the
+/// kernels can view it in place. Grows but never shrinks its allocation.
+#[derive(Debug, Clone, Default)]
+pub struct ActBuf {
+    words: Vec<u32>,
+    len: usize,
+}
+
+impl ActBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the length to `bytes`; new bytes are zero.
+    pub fn resize(&mut self, bytes: usize) {
+        self.words.resize(bytes.div_ceil(4), 0);
+        self.len = bytes;
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `len <= 4 * words.len()`, u32 storage is initialised and u8 has alignment 1.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; any byte values are valid u32s.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+
+    /// Quantizes `x` into this buffer in format `act` with `k`'s kernels, resizing to fit.
+    /// Returns false (buffer emptied) when `act` is not an activation format or `x.len()` is not
+    /// a whole number of its blocks.
+    pub fn quantize(&mut self, k: &Kernels, act: GgmlType, x: &[f32]) -> bool {
+        match k.quantize(act) {
+            Some(q) if x.len() % act.block_size() == 0 => {
+                self.resize(act.row_bytes(x.len()));
+                q(x, self.as_bytes_mut());
+                true
+            }
+            _ => {
+                self.resize(0);
+                false
+            }
+        }
     }
 }

@@ -1,1 +1,475 @@
 //! Tokenizers from GGUF metadata: byte-level BPE and SentencePiece-style.
+//!
+//! The reference is llama.cpp (`llama-vocab.cpp`): the same ids for the same text, special
+//! tokens, BOS and end-of-generation rules included, so that prompts match what the models
+//! were converted and tested with.
+//!
+//! Known differences from llama.cpp, none of which the supported models exercise:
+//! - an unknown `tokenizer.ggml.pre` (and `default`) uses the GPT-2 pattern instead of
+//!   failing to load (llama.cpp rejects unknown values; its `default` chains four regexes);
+//! - per-model LSTRIP/RSTRIP token attributes (phi-3, jina) and `clean_spaces` detokenization
+//!   are not applied; decoding never strips a leading space;
+//! - a BPE merge result missing from the vocabulary falls back to the byte tokens of its
+//!   text, where llama.cpp looks up single bytes of the mapped text (dropping most of them);
+//! - duplicate vocabulary texts resolve to the first id (llama.cpp refuses the file).
+
+mod bpe;
+mod pretok;
+mod special;
+mod spm;
+mod stream;
+mod unicode;
+mod vocab;
+
+pub use stream::StreamDecoder;
+
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use bpe::{Bpe, BpeScratch};
+use pretok::PreTokenizer;
+use special::{Fragment, SpecialMatcher};
+use spm::{Spm, SpmScratch};
+use vocab::{Arena, Index};
+
+/// Token attributes, as llama.cpp's `llama_token_attr` bits.
+pub(crate) mod attr {
+    pub const UNKNOWN: u16 = 1 << 0;
+    pub const UNUSED: u16 = 1 << 1;
+    pub const NORMAL: u16 = 1 << 2;
+    pub const CONTROL: u16 = 1 << 3;
+    pub const USER_DEFINED: u16 = 1 << 4;
+    pub const BYTE: u16 = 1 << 5;
+
+    /// From `tokenizer.ggml.token_type` (1 normal, 2 unknown, 3 control, 4 user-defined,
+    /// 5 unused, 6 byte; anything else undefined, which decodes to nothing).
+    pub fn from_type(t: i64) -> u16 {
+        match t {
+            1 => NORMAL,
+            2 => UNKNOWN,
+            3 => CONTROL,
+            4 => USER_DEFINED,
+            5 => UNUSED,
+            6 => BYTE,
+            _ => 0,
+        }
+    }
+}
+
+/// Vocabulary texts; ids past `n` are BPE merge intermediates that are not tokens.
+struct Vocab {
+    arena: Arena,
+    /// Text -> id over the `n` tokens.
+    index: Index,
+    n: usize,
+}
+
+enum Model {
+    Bpe(Box<Bpe>),
+    Spm(Box<Spm>),
+}
+
+pub struct Tokenizer {
+    vocab: Vocab,
+    attrs: Vec<u16>,
+    model: Model,
+    special: SpecialMatcher,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    add_bos: bool,
+    /// Sorted, unique.
+    eog: Vec<u32>,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("model", &match self.model {
+                Model::Bpe(_) => "bpe",
+                Model::Spm(_) => "spm",
+            })
+            .field("vocab_size", &self.vocab.n)
+            .field("bos", &self.bos)
+            .field("eos", &self.eos)
+            .field("add_bos", &self.add_bos)
+            .field("eog", &self.eog)
+            .finish()
+    }
+}
+
+/// Texts llama.cpp recognises as end-of-turn tokens when the file names none.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+];
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+const FIM_PRE_TEXTS: &[&str] =
+    &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>"];
+const FIM_SUF_TEXTS: &[&str] =
+    &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>"];
+const FIM_MID_TEXTS: &[&str] =
+    &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>"];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+/// Texts that end generation wherever they appear in a vocabulary.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<｜end▁of▁sentence｜>",
+];
+
+impl Tokenizer {
+    pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
+        let model_name = file.get_str("tokenizer.ggml.model")?;
+        let is_spm = match model_name {
+            "llama" => true,
+            "gpt2" => false,
+            other => return Err(Error::Tokenizer(format!("unsupported tokenizer model `{other}` (supported: gpt2, llama)"))),
+        };
+
+        let mut vocab = read_vocab(file)?;
+        let n = vocab.n;
+        let mut attrs = read_attrs(file, n)?;
+
+        let id_key = |key: &str| opt_id(file, key, n);
+        let mut bos = id_key("tokenizer.ggml.bos_token_id")?;
+        let mut eos = id_key("tokenizer.ggml.eos_token_id")?;
+        let mut unk = id_key("tokenizer.ggml.unknown_token_id")?;
+        if is_spm {
+            // llama.cpp's defaults for SentencePiece vocabularies.
+            let default = |id: u32| ((id as usize) < n).then_some(id);
+            bos = bos.or(default(1));
+            eos = eos.or(default(2));
+            unk = unk.or(default(0));
+        }
+
+        // Special tokens llama.cpp finds by their text; each is forced to control type.
+        let lookup = |vocab: &Vocab, texts: &[&str]| texts.iter().find_map(|t| vocab.index.get(&vocab.arena, t.as_bytes()));
+        let by_text = |key: &str, texts: &[&str], attrs: &mut [u16]| -> Result<Option<u32>> {
+            let found = match id_key(key)? {
+                Some(id) => Some(id),
+                None => {
+                    let id = lookup(&vocab, texts);
+                    if let Some(id) = id {
+                        attrs[id as usize] |= attr::CONTROL;
+                    }
+                    id
+                }
+            };
+            Ok(found)
+        };
+        let eot = by_text("tokenizer.ggml.eot_token_id", EOT_TEXTS, &mut attrs)?;
+        let eom = by_text("tokenizer.ggml.eom_token_id", EOM_TEXTS, &mut attrs)?;
+        by_text("tokenizer.ggml.fim_pre_token_id", FIM_PRE_TEXTS, &mut attrs)?;
+        by_text("tokenizer.ggml.fim_suf_token_id", FIM_SUF_TEXTS, &mut attrs)?;
+        by_text("tokenizer.ggml.fim_mid_token_id", FIM_MID_TEXTS, &mut attrs)?;
+        let fim_pad = by_text("tokenizer.ggml.fim_pad_token_id", FIM_PAD_TEXTS, &mut attrs)?;
+        let fim_rep = by_text("tokenizer.ggml.fim_rep_token_id", FIM_REP_TEXTS, &mut attrs)?;
+        let fim_sep = by_text("tokenizer.ggml.fim_sep_token_id", FIM_SEP_TEXTS, &mut attrs)?;
+
+        let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep, eos, eot, eom].into_iter().flatten().collect();
+        for text in EOG_TEXTS {
+            if let Some(id) = vocab.index.get(&vocab.arena, text.as_bytes()) {
+                attrs[id as usize] |= attr::CONTROL;
+                eog.push(id);
+            }
+        }
+        // gpt-oss style vocabularies end turns with <|return|> / <|call|>; there <|end|> only
+        // closes a message, as llama.cpp special-cases.
+        let has = |t: &str| vocab.index.get(&vocab.arena, t.as_bytes());
+        if let (Some(_), Some(_), Some(end)) = (has("<|return|>"), has("<|call|>"), has("<|end|>")) {
+            eog.retain(|&id| id != end);
+        }
+        eog.sort_unstable();
+        eog.dedup();
+
+        let pre_name = match file.get("tokenizer.ggml.pre") {
+            Some(_) => Some(file.get_str("tokenizer.ggml.pre")?),
+            None => None,
+        };
+        let model = if is_spm {
+            let scores = read_scores(file, n)?;
+            let add_space_prefix = opt_bool(file, "tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
+            Model::Spm(Box::new(Spm::new(&vocab, scores, unk, add_space_prefix)))
+        } else {
+            // Unknown or missing `pre`: the plain GPT-2 pattern, the common ancestor of all
+            // byte-level pre-tokenizers (a best effort; ids may differ from the model's own).
+            let pre = pre_name.and_then(PreTokenizer::from_name).unwrap_or(PreTokenizer::Gpt2);
+            let ignore_merges = matches!(pre, PreTokenizer::Llama3 { max_digits: 3 });
+            Model::Bpe(Box::new(Bpe::load(file, &mut vocab, pre, ignore_merges)?))
+        };
+
+        let llama3_like = matches!(&model, Model::Bpe(_)) && matches!(pre_name.and_then(PreTokenizer::from_name), Some(PreTokenizer::Llama3 { max_digits: 3 }));
+        let add_bos = opt_bool(file, "tokenizer.ggml.add_bos_token")?.unwrap_or(is_spm || llama3_like);
+
+        let special = SpecialMatcher::new(&vocab.arena, &attrs);
+        Ok(Tokenizer { vocab, attrs, model, special, bos, eos, add_bos, eog })
+    }
+
+    /// Token ids of `text`. `add_bos` prepends BOS (pass [`Self::add_bos_default`] unless the
+    /// text already carries one); `parse_special` turns control-token texts such as
+    /// `<|im_start|>` into their ids (user-defined tokens are matched either way, as llama.cpp
+    /// does), otherwise they are tokenized as plain text.
+    pub fn encode(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_bos {
+            out.push(self.bos.ok_or_else(|| Error::Tokenizer("BOS requested but the model has no BOS token".into()))?);
+        }
+        let fragments = self.special.partition(&self.vocab, &self.attrs, text, parse_special);
+        match &self.model {
+            Model::Bpe(bpe) => {
+                let mut scratch = BpeScratch::default();
+                for f in fragments {
+                    match f {
+                        Fragment::Text(t) => bpe.encode(&self.vocab, t, &mut scratch, &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
+            Model::Spm(spm) => {
+                let mut scratch = SpmScratch::default();
+                let mut escaped = String::new();
+                // The space prefix goes before text that starts the input or follows a special token.
+                let mut after_special = true;
+                for f in fragments {
+                    match f {
+                        Fragment::Text(t) => {
+                            escaped.clear();
+                            if spm.add_space_prefix && after_special {
+                                escaped.push_str(spm::SPACE_MARK);
+                            }
+                            spm::escape_spaces(t, &mut escaped);
+                            spm.encode(&self.vocab, &escaped, &mut scratch, &mut out)?;
+                            after_special = false;
+                        }
+                        Fragment::Token(id) => {
+                            out.push(id);
+                            after_special = true;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether prompts should start with BOS (`tokenizer.ggml.add_bos_token`, else the
+    /// model type's default: SentencePiece yes, byte-level BPE no).
+    pub fn add_bos_default(&self) -> bool {
+        self.add_bos
+    }
+
+    pub fn bos_id(&self) -> Option<u32> {
+        self.bos
+    }
+
+    pub fn eos_id(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// Whether generating `id` ends the answer (EOS, end-of-turn and the like).
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.eog.binary_search(&id).is_ok()
+    }
+
+    /// All end-of-generation ids, ascending.
+    pub fn eog_ids(&self) -> &[u32] {
+        &self.eog
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.n
+    }
+
+    /// The vocabulary string of `id` as stored in the file (byte-level or `▁` escaped).
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        ((id as usize) < self.vocab.n).then(|| self.vocab.arena.get(id))
+    }
+
+    /// The id whose vocabulary string is exactly `text`.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.vocab.index.get(&self.vocab.arena, text.as_bytes())
+    }
+
+    /// Control tokens (BOS, `<|im_end|>`, ...) decode to nothing unless asked for.
+    pub fn is_control(&self, id: u32) -> bool {
+        self.attr(id) & attr::CONTROL != 0
+    }
+
+    fn attr(&self, id: u32) -> u16 {
+        self.attrs.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Appends the bytes `id` stands for. Control and unknown tokens give their text only
+    /// with `special`; unused and out-of-range ids give nothing.
+    pub fn append_token_bytes(&self, id: u32, special: bool, out: &mut Vec<u8>) {
+        let a = self.attr(id);
+        if a & (attr::CONTROL | attr::UNKNOWN) != 0 && !special {
+            return;
+        }
+        let Some(text) = self.token_text(id) else { return };
+        if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
+            out.extend_from_slice(text.as_bytes());
+        } else if a & attr::NORMAL != 0 {
+            match self.model {
+                Model::Bpe(_) => bpe::unmap_bytes(text, out),
+                Model::Spm(_) => spm::unescape_spaces(text, out),
+            }
+        } else if a & attr::BYTE != 0 {
+            if let Some(b) = spm::parse_byte_token(text) {
+                out.push(b);
+            }
+        }
+    }
+
+    /// The bytes of one token: a piece of a UTF-8 character for byte tokens.
+    pub fn token_to_bytes(&self, id: u32, special: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.append_token_bytes(id, special, &mut out);
+        out
+    }
+
+    /// The bytes of generated ids as shown to a user (control tokens skipped), before UTF-8
+    /// validation; see [`StreamDecoder`] for incremental text.
+    pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &id in ids {
+            self.append_token_bytes(id, false, &mut out);
+        }
+        out
+    }
+
+    /// Text of `ids`; `skip_special` leaves out control tokens. Bytes that do not form UTF-8
+    /// (a character cut off at the end) become U+FFFD.
+    pub fn decode(&self, ids: &[u32], skip_special: bool) -> String {
+        let mut out = Vec::new();
+        for &id in ids {
+            self.append_token_bytes(id, !skip_special, &mut out);
+        }
+        match String::from_utf8(out) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }
+    }
+
+    pub fn stream_decoder(&self, skip_special: bool) -> StreamDecoder<'_> {
+        StreamDecoder::new(self, skip_special)
+    }
+}
+
+fn read_vocab(file: &GgufFile) -> Result<Vocab> {
+    const KEY: &str = "tokenizer.ggml.tokens";
+    let arr = file.get_array(KEY)?;
+    let strings = arr.strings(file.bytes()).ok_or_else(|| Error::MetadataType {
+        key: KEY.into(),
+        expected: "an array of strings",
+        found: format!("an array of {}", arr.elem.name()),
+    })?;
+    let n = usize::try_from(arr.len).map_err(|_| Error::Tokenizer(format!("{} tokens do not fit in memory", arr.len)))?;
+    if n == 0 || n > u32::MAX as usize / 2 {
+        return Err(Error::Tokenizer(format!("vocabulary of {n} tokens")));
+    }
+    // About 8 bytes per token on average; the arena grows if not.
+    let mut arena = Arena::with_capacity(n, n * 8);
+    for (i, s) in strings.enumerate() {
+        if s.is_empty() {
+            // As llama.cpp: an empty text could never be matched or told apart.
+            arena.push(&format!("[EMPTY_{i}]"))?;
+        } else {
+            arena.push(s)?;
+        }
+    }
+    if arena.len() != n {
+        return Err(Error::Corrupt(format!("{KEY} holds {} strings, expected {n}", arena.len())));
+    }
+    // A duplicate text keeps its first id for lookups; the later id still decodes.
+    let index = Index::build(&arena, n);
+    Ok(Vocab { arena, index, n })
+}
+
+fn read_attrs(file: &GgufFile, n: usize) -> Result<Vec<u16>> {
+    const KEY: &str = "tokenizer.ggml.token_type";
+    let Some(v) = file.get(KEY) else {
+        return Ok(vec![attr::NORMAL; n]);
+    };
+    let arr = v.as_array().ok_or_else(|| Error::MetadataType {
+        key: KEY.into(),
+        expected: "an array",
+        found: v.type_name().into(),
+    })?;
+    let types = arr.to_i64_vec(file.bytes()).ok_or_else(|| Error::MetadataType {
+        key: KEY.into(),
+        expected: "an array of integers",
+        found: format!("an array of {}", arr.elem.name()),
+    })?;
+    if types.len() < n {
+        return Err(Error::Tokenizer(format!("{KEY} has {} entries for {n} tokens", types.len())));
+    }
+    Ok(types[..n].iter().map(|&t| attr::from_type(t)).collect())
+}
+
+fn read_scores(file: &GgufFile, n: usize) -> Result<Vec<f32>> {
+    const KEY: &str = "tokenizer.ggml.scores";
+    let Some(v) = file.get(KEY) else {
+        return Ok(vec![0.0; n]);
+    };
+    let arr = v.as_array().ok_or_else(|| Error::MetadataType {
+        key: KEY.into(),
+        expected: "an array",
+        found: v.type_name().into(),
+    })?;
+    let mut scores = arr.to_f32_vec(file.bytes()).ok_or_else(|| Error::MetadataType {
+        key: KEY.into(),
+        expected: "an array of numbers",
+        found: format!("an array of {}", arr.elem.name()),
+    })?;
+    if scores.len() < n {
+        return Err(Error::Tokenizer(format!("{KEY} has {} entries for {n} tokens", scores.len())));
+    }
+    scores.truncate(n);
+    Ok(scores)
+}
+
+/// A token id from metadata: absent, negative (a "none" marker some converters write) or out
+/// of range reads as None, as llama.cpp keeps its default then.
+fn opt_id(file: &GgufFile, key: &str, n: usize) -> Result<Option<u32>> {
+    let Some(v) = file.get(key) else { return Ok(None) };
+    let id = v.as_i64().ok_or_else(|| Error::MetadataType {
+        key: key.into(),
+        expected: "an integer",
+        found: v.type_name().into(),
+    })?;
+    Ok((id >= 0 && (id as u64) < n as u64).then_some(id as u32))
+}
+
+fn opt_bool(file: &GgufFile, key: &str) -> Result<Option<bool>> {
+    match file.get(key) {
+        None => Ok(None),
+        Some(_) => file.get_bool(key).map(Some),
+    }
+}
+
+#[cfg(test)]
+mod tests;

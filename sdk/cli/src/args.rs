@@ -1,0 +1,132 @@
+//! Options shared by several commands, and model loading.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tern::{Engine, EngineOptions, SamplingOptions};
+
+use crate::error::{CliError, Result};
+
+/// The model `cargo xtask models` fetches by default.
+const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GGUF model file [default: $TERN_MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf,
+    /// $TERN_MODEL_DIR defaulting to ~/.cache/tern/models]
+    #[arg(long, short = 'm', value_name = "PATH")]
+    pub model: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    /// The given path, or the default model in the cache (which must then exist).
+    pub fn path(&self) -> Result<PathBuf> {
+        if let Some(p) = &self.model {
+            return Ok(p.clone());
+        }
+        let dir = match std::env::var_os("TERN_MODEL_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+                Some(h) => PathBuf::from(h).join(".cache/tern/models"),
+                None => return Err(CliError::Usage("no --model given and neither TERN_MODEL_DIR nor HOME is set".into())),
+            },
+        };
+        let path = dir.join(DEFAULT_MODEL_FILE);
+        if !path.is_file() {
+            return Err(CliError::Other(format!(
+                "the default model {} is missing: run `cargo xtask models` to fetch it, or pass --model PATH",
+                path.display()
+            )));
+        }
+        Ok(path)
+    }
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RuntimeArgs {
+    /// Worker threads [default: chosen by the engine]
+    #[arg(long, short = 't', value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// Context length in tokens [default: the model's]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ctx: Option<u64>,
+}
+
+impl RuntimeArgs {
+    pub fn threads(&self) -> Option<usize> {
+        self.threads.map(|n| n as usize)
+    }
+    pub fn ctx(&self) -> Option<usize> {
+        self.ctx.map(|n| n as usize)
+    }
+}
+
+/// Sampling flags; any flag left out keeps the engine's default (greedy).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SamplingArgs {
+    /// Sampling temperature; 0 is greedy
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f32>,
+    /// Keep only the K most likely tokens (0 = off)
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Nucleus sampling: keep the smallest set with this total probability
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f32>,
+    /// Drop tokens below this fraction of the top token's probability
+    #[arg(long, value_name = "P")]
+    pub min_p: Option<f32>,
+    /// Penalty for tokens seen in the last --repeat-last-n tokens (1 = off)
+    #[arg(long, value_name = "X")]
+    pub repeat_penalty: Option<f32>,
+    /// How many recent tokens the repeat penalty looks at
+    #[arg(long, value_name = "N")]
+    pub repeat_last_n: Option<usize>,
+    /// Random seed, for reproducible sampling
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+}
+
+impl SamplingArgs {
+    pub fn options(&self) -> SamplingOptions {
+        let mut s = SamplingOptions::default();
+        if let Some(v) = self.temperature {
+            s.temperature = v;
+        }
+        if let Some(v) = self.top_k {
+            s.top_k = v;
+        }
+        if let Some(v) = self.top_p {
+            s.top_p = v;
+        }
+        if let Some(v) = self.min_p {
+            s.min_p = v;
+        }
+        if let Some(v) = self.repeat_penalty {
+            s.repetition_penalty = v;
+        }
+        if let Some(v) = self.repeat_last_n {
+            s.repeat_last_n = v;
+        }
+        if self.seed.is_some() {
+            s.seed = self.seed;
+        }
+        s
+    }
+}
+
+pub struct Loaded {
+    pub engine: Arc<Engine>,
+    pub path: PathBuf,
+    pub load_time: Duration,
+}
+
+pub fn load(model: &ModelArgs, threads: Option<usize>, context_length: Option<usize>) -> Result<Loaded> {
+    let path = model.path()?;
+    let opts = EngineOptions { threads, context_length, ..Default::default() };
+    let start = Instant::now();
+    let engine = Engine::load(&path, opts)?;
+    Ok(Loaded { engine, path, load_time: start.elapsed() })
+}

@@ -1,0 +1,199 @@
+//! The engine: a model loaded once (weights mapped, tokenizer and chat template built) and
+//! shared by any number of sessions through an `Arc`.
+//!
+//! Concurrency: sessions on one engine may generate at the same time from different threads.
+//! Each has its own KV cache; their forward passes share the engine's thread pool, which runs
+//! one matrix product at a time, so concurrent sessions interleave and each runs slower.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::chat::ChatTemplate;
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::model::{Logits, Model};
+use crate::quant::{self, Kernels};
+use crate::runtime::{self, ThreadPool};
+use crate::tokenizer::Tokenizer;
+
+/// Context length used when neither the app nor the model asks for less: the KV cache is
+/// allocated for it up front.
+pub const DEFAULT_CONTEXT_CAP: usize = 4096;
+
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Compute threads (default: one per available core, at most 8).
+    pub threads: Option<usize>,
+    /// Default context length of sessions (default: the model's, capped at 4096).
+    pub context_length: Option<usize>,
+    /// Force a kernel set by name (`reference`, `avx2`, `avx512`, ...); default: the best this
+    /// CPU supports.
+    pub kernels: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub architecture: String,
+    pub name: String,
+    pub n_params: u64,
+    /// Context length sessions get by default.
+    pub context_length: usize,
+    /// Context length the model was trained for.
+    pub train_context_length: usize,
+    pub vocab_size: usize,
+    pub file_size: u64,
+    /// Name of the kernel set in use.
+    pub kernels: &'static str,
+    pub threads: usize,
+    /// Milliseconds `Engine::load` took.
+    pub load_ms: f64,
+}
+
+pub struct Engine {
+    model: Model,
+    tokenizer: Tokenizer,
+    template: ChatTemplate,
+    pool: ThreadPool,
+    info: ModelInfo,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("info", &self.info).finish()
+    }
+}
+
+impl Engine {
+    /// Maps the model file and prepares it: weights stay in the file, nothing is copied.
+    pub fn load(path: impl AsRef<Path>, opts: EngineOptions) -> Result<Arc<Engine>> {
+        let start = Instant::now();
+        let file = GgufFile::open(path.as_ref())?;
+        Self::from_gguf(file, opts, start)
+    }
+
+    /// Prepares an already parsed file (e.g. one held in memory).
+    pub fn from_file(file: GgufFile, opts: EngineOptions) -> Result<Arc<Engine>> {
+        Self::from_gguf(file, opts, Instant::now())
+    }
+
+    fn from_gguf(file: GgufFile, opts: EngineOptions, start: Instant) -> Result<Arc<Engine>> {
+        let file = Arc::new(file);
+        let kernels = select_kernels(opts.kernels.as_deref())?;
+        let model = Model::load(Arc::clone(&file), kernels)?;
+        let tokenizer = Tokenizer::from_gguf(&file)?;
+        if tokenizer.vocab_size() != model.config.vocab_size {
+            return Err(Error::Corrupt(format!(
+                "vocabulary has {} tokens but the model expects {}",
+                tokenizer.vocab_size(),
+                model.config.vocab_size
+            )));
+        }
+        let template = ChatTemplate::from_gguf(&file)?;
+        let threads = opts.threads.unwrap_or_else(runtime::default_threads).max(1);
+        let train_ctx = model.config.context_length.max(1);
+        let context_length = match opts.context_length {
+            Some(0) => return Err(Error::InvalidOption("context_length must be positive".into())),
+            Some(n) => n.min(train_ctx),
+            None => train_ctx.min(DEFAULT_CONTEXT_CAP),
+        };
+        let info = ModelInfo {
+            architecture: model.config.arch.name().to_owned(),
+            name: file.get_str("general.name").unwrap_or("").to_owned(),
+            n_params: model.n_params(),
+            context_length,
+            train_context_length: train_ctx,
+            vocab_size: model.config.vocab_size,
+            file_size: file.bytes().len() as u64,
+            kernels: kernels.isa,
+            threads,
+            load_ms: 0.0,
+        };
+        let pool = ThreadPool::new(threads);
+        let mut engine = Engine { model, tokenizer, template, pool, info };
+        engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(Arc::new(engine))
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    pub fn chat_template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub(crate) fn pool(&self) -> &ThreadPool {
+        &self.pool
+    }
+
+    /// Tokens `text` takes as message content (no BOS, special-token text not parsed).
+    pub fn count_tokens(&self, text: &str) -> Result<usize> {
+        Ok(self.tokenizer.encode(text, false, false)?.len())
+    }
+
+    /// Teacher-forced scoring: for every position i, the `top_k` highest (id, logit) pairs of the
+    /// distribution after `ids[..=i]`, highest first.
+    pub fn score(&self, ids: &[u32], top_k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
+        if top_k == 0 {
+            return Err(Error::InvalidOption("top_k must be at least 1".into()));
+        }
+        let mut out = Vec::with_capacity(ids.len());
+        self.for_each_logits(ids, |_, row| out.push(top_k_of(row, top_k)))?;
+        Ok(out)
+    }
+
+    /// Teacher-forced logits: calls `f(i, logits)` with the full next-token logits after
+    /// `ids[..=i]`, for every position in order.
+    pub fn for_each_logits(&self, ids: &[u32], mut f: impl FnMut(usize, &[f32])) -> Result<()> {
+        const CHUNK: usize = 32;
+        let limit = self.info.train_context_length;
+        if ids.len() > limit {
+            return Err(Error::ContextOverflow { needed: ids.len(), limit });
+        }
+        let mut kv = self.model.new_kv_cache(ids.len().max(1));
+        let mut scratch = crate::model::Scratch::default();
+        let mut pos = 0;
+        for chunk in ids.chunks(CHUNK) {
+            self.model.forward(&self.pool, &mut kv, &mut scratch, chunk, Logits::All)?;
+            for row in scratch.logits() {
+                f(pos, row);
+                pos += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `k` largest (id, logit) pairs, highest first (ties: lower id first).
+pub fn top_k_of(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
+    let k = k.min(idx.len());
+    let cmp = |a: &u32, b: &u32| {
+        logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b))
+    };
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k, cmp);
+        idx.truncate(k);
+    }
+    idx.sort_by(cmp);
+    idx.into_iter().map(|i| (i, logits[i as usize])).collect()
+}
+
+fn select_kernels(name: Option<&str>) -> Result<&'static Kernels> {
+    match name {
+        None => Ok(quant::kernels()),
+        Some(n) => quant::available_kernels()
+            .into_iter()
+            .find(|k| k.isa == n)
+            .ok_or_else(|| Error::InvalidOption(format!("kernel set `{n}` is not available on this CPU"))),
+    }
+}

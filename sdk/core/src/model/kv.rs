@@ -1,0 +1,76 @@
+//! The key/value cache of one session: f16, preallocated for the session's context length.
+//! Layout per layer: `[position][kv_head][head_dim]`, independent of the thread count, so the
+//! threads working on it can change between calls.
+
+use half::f16;
+
+pub struct KvCache {
+    k: Vec<f16>,
+    v: Vec<f16>,
+    capacity: usize,
+    kv_dim: usize,
+    n_layer: usize,
+    /// Positions holding valid entries.
+    len: usize,
+}
+
+impl KvCache {
+    /// Zeroed memory is mapped lazily by the OS: only the positions used become resident.
+    pub fn new(n_layer: usize, kv_dim: usize, capacity: usize) -> Self {
+        let n = n_layer * capacity * kv_dim;
+        KvCache { k: vec![f16::ZERO; n], v: vec![f16::ZERO; n], capacity, kv_dim, n_layer, len: 0 }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Drops every position from `len` on (rollback to a shared prefix).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    pub(crate) fn set_len(&mut self, len: usize) {
+        self.len = len.min(self.capacity);
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.k.len() + self.v.len()) * 2
+    }
+
+    fn offset(&self, layer: usize, pos: usize) -> usize {
+        (layer * self.capacity + pos) * self.kv_dim
+    }
+
+    /// Stores rows of keys and values (`n` rows of kv_dim) from position `pos` on.
+    pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
+        debug_assert!(layer < self.n_layer);
+        let o = self.offset(layer, pos);
+        let n = k.len();
+        for (d, s) in self.k[o..o + n].iter_mut().zip(k) {
+            *d = f16::from_f32(*s);
+        }
+        for (d, s) in self.v[o..o + n].iter_mut().zip(v) {
+            *d = f16::from_f32(*s);
+        }
+    }
+
+    /// All keys of a layer up to `positions` (rows of kv_dim).
+    pub fn keys(&self, layer: usize, positions: usize) -> &[f16] {
+        let o = self.offset(layer, 0);
+        &self.k[o..o + positions * self.kv_dim]
+    }
+
+    pub fn values(&self, layer: usize, positions: usize) -> &[f16] {
+        let o = self.offset(layer, 0);
+        &self.v[o..o + positions * self.kv_dim]
+    }
+}

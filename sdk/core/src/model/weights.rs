@@ -1,0 +1,87 @@
+//! Views of the model's tensors inside the mapped file, checked once at load.
+
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::quant::{kernels, GgmlType};
+
+/// A weight matrix of `rows` outputs by `cols` inputs, row-major as ggml stores it
+/// (`dims = [cols, rows]`). Only the location is kept; bytes come from the mapped file.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    pub name: String,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    offset: usize,
+    row_bytes: usize,
+}
+
+impl Matrix {
+    pub fn load(f: &GgufFile, name: &str, cols: usize, rows: usize) -> Result<Matrix> {
+        let t = f.tensor(name).ok_or_else(|| Error::MissingTensor(name.to_owned()))?;
+        Self::from_info(f, t, cols, rows)
+    }
+
+    pub fn from_info(f: &GgufFile, t: &TensorInfo, cols: usize, rows: usize) -> Result<Matrix> {
+        let expected = [cols as u64, rows as u64];
+        let found: Vec<u64> = t.dims.iter().copied().collect();
+        let shape_ok = found.len() >= 2 && found[..2] == expected && found[2..].iter().all(|&d| d == 1);
+        if !shape_ok {
+            return Err(Error::TensorShape { name: t.name.clone(), expected: expected.to_vec(), found });
+        }
+        let k = kernels();
+        if k.vec_dot(t.ty).is_none() || k.dequantize(t.ty).is_none() {
+            return Err(Error::UnsupportedTensorType { tensor: t.name.clone(), ty: t.ty.name().to_owned() });
+        }
+        // Kernels view rows as blocks with 2-byte fields: the data must start 4-byte aligned.
+        let start = f.bytes().as_ptr() as usize + t.offset as usize;
+        if start % 4 != 0 {
+            return Err(Error::Corrupt(format!("tensor `{}` data is not 4-byte aligned", t.name)));
+        }
+        Ok(Matrix {
+            name: t.name.clone(),
+            ty: t.ty,
+            rows,
+            cols,
+            offset: t.offset as usize,
+            row_bytes: t.ty.row_bytes(cols),
+        })
+    }
+
+    /// Bytes of row `r` (`file` is the bytes of the file it was loaded from).
+    #[inline]
+    pub fn row<'a>(&self, file: &'a [u8], r: usize) -> &'a [u8] {
+        let s = self.offset + r * self.row_bytes;
+        &file[s..s + self.row_bytes]
+    }
+
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.row_bytes * self.rows
+    }
+}
+
+/// A small float vector (norm weights, biases), copied out of the file as f32.
+pub fn load_vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    let t = f.tensor(name).ok_or_else(|| Error::MissingTensor(name.to_owned()))?;
+    if t.n_elements() != len as u64 {
+        return Err(Error::TensorShape { name: name.to_owned(), expected: vec![len as u64], found: t.dims.clone() });
+    }
+    let bytes = f.tensor_data(t);
+    Ok(match t.ty {
+        GgmlType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        GgmlType::F16 => bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        GgmlType::BF16 => bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        other => return Err(Error::UnsupportedTensorType { tensor: name.to_owned(), ty: other.name().to_owned() }),
+    })
+}
+
+pub fn load_optional_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+    match f.tensor(name) {
+        Some(_) => load_vector(f, name, len).map(Some),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,434 @@
+//! NEON kernels (base ARMv8-A: no `dotprod`, whose intrinsics are not stable on our minimum
+//! Rust). Signed byte dot products widen with `smull` and accumulate pairwise with `sadalp`.
+//!
+//! Every function is `unsafe` only because of `#[target_feature(enable = "neon")]`; NEON is
+//! part of every aarch64 target we build for, and dispatch still checks it. All memory access
+//! goes through the typed block slices.
+//!
+//! As on x86, integer parts are exact and quantization is byte-identical to `reference`.
+
+// The one safety condition (NEON present) is stated once, above, not per function.
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::aarch64::*;
+
+use half::{bf16, f16};
+
+use super::blocks::*;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// f16 -> f32 with the base-ISA `fcvt` (Rust's float16 vector types are not stable).
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn fp16(h: f16) -> f32 {
+    let r: f32;
+    std::arch::asm!(
+        "fmov {t:s}, {b:w}",
+        "fcvt {t:s}, {t:h}",
+        b = in(reg) h.to_bits() as u32,
+        t = out(vreg) r,
+        options(pure, nomem, nostack, preserves_flags),
+    );
+    r
+}
+
+/// Eight f16 (raw bits) -> two vectors of four f32.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn fp16x8(v: uint16x8_t) -> (float32x4_t, float32x4_t) {
+    let lo: float32x4_t;
+    let hi: float32x4_t;
+    std::arch::asm!(
+        "fcvtl {lo:v}.4s, {v:v}.4h",
+        "fcvtl2 {hi:v}.4s, {v:v}.8h",
+        v = in(vreg) v,
+        lo = out(vreg) lo,
+        hi = out(vreg) hi,
+        options(pure, nomem, nostack, preserves_flags),
+    );
+    (lo, hi)
+}
+
+/// `acc + pairwise sums of a[i] * b[i]` over 16 signed bytes (products fit i16: |-128 * -128|
+/// is 16384).
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn dot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
+    vpadalq_s16(acc, vmull_high_s8(a, b))
+}
+
+/// 32-byte dot product of two pairs of 16-byte vectors, as 4 x i32 partial sums.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn dot32(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> int32x4_t {
+    dot16(dot16(vdupq_n_s32(0), a.0, b.0), a.1, b.1)
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn load_i8x32(q: &[i8; 32]) -> (int8x16_t, int8x16_t) {
+    (vld1q_s8(q.as_ptr()), vld1q_s8(q.as_ptr().add(16)))
+}
+
+/// 16 packed bytes -> (low nibbles = elements 0..16, high nibbles = 16..32) as bytes.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn nibbles(qs: &[u8; 16]) -> (uint8x16_t, uint8x16_t) {
+    let v = vld1q_u8(qs.as_ptr());
+    (vandq_u8(v, vdupq_n_u8(0x0F)), vshrq_n_u8(v, 4))
+}
+
+/// Bit `k` of `bits` -> byte `k` = 0xFF or 0x00, for `k` in 0..32.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn bits_to_bytes32(bits: u32) -> (uint8x16_t, uint8x16_t) {
+    const IDX_LO: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+    const IDX_HI: [u8; 16] = [2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
+    const MASK: [u8; 16] = [1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128];
+    let src = vreinterpretq_u8_u32(vdupq_n_u32(bits));
+    let mask = vld1q_u8(MASK.as_ptr());
+    let lo = vqtbl1q_u8(src, vld1q_u8(IDX_LO.as_ptr()));
+    let hi = vqtbl1q_u8(src, vld1q_u8(IDX_HI.as_ptr()));
+    (vtstq_u8(lo, mask), vtstq_u8(hi, mask))
+}
+
+/// Sum over block pairs of `d_w * d_a * int_dot(x, y)`: `$int_dot` yields 4 x i32 partial
+/// sums. Two accumulators keep consecutive blocks independent.
+macro_rules! dot_blocks {
+    ($w:expr, $a:expr, |$x:ident, $y:ident| $int_dot:expr) => {{
+        let nb = $w.len().min($a.len());
+        let (w, a) = (&$w[..nb], &$a[..nb]);
+        let mut acc0 = vdupq_n_f32(0.0);
+        let mut acc1 = vdupq_n_f32(0.0);
+        let mut pw = w.chunks_exact(2);
+        let mut pa = a.chunks_exact(2);
+        for (bw, ba) in (&mut pw).zip(&mut pa) {
+            let p0 = {
+                let ($x, $y) = (&bw[0], &ba[0]);
+                $int_dot
+            };
+            let p1 = {
+                let ($x, $y) = (&bw[1], &ba[1]);
+                $int_dot
+            };
+            acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), fp16(bw[0].d) * fp16(ba[0].d));
+            acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), fp16(bw[1].d) * fp16(ba[1].d));
+        }
+        if let (Some($x), Some($y)) = (pw.remainder().first(), pa.remainder().first()) {
+            let d = fp16($x.d) * fp16($y.d);
+            acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32($int_dot), d);
+        }
+        vaddvq_f32(vaddq_f32(acc0, acc1))
+    }};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dot products over 32-element blocks
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    dot_blocks!(w, a, |x, y| {
+        let (lo, hi) = nibbles(&x.qs);
+        let eight = vdupq_n_s8(8);
+        let qx = (vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight));
+        dot32(qx, load_i8x32(&y.qs))
+    })
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    // The offsets m * s are one scalar per block; the nibbles (0..16) fit signed bytes.
+    let mut summs = 0.0f32;
+    let dots = dot_blocks!(w, a, |x, y| {
+        summs += fp16(x.m) * fp16(y.s);
+        let (lo, hi) = nibbles(&x.qs);
+        dot32((vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)), load_i8x32(&y.qs))
+    });
+    dots + summs
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    dot_blocks!(w, a, |x, y| {
+        let (lo, hi) = nibbles(&x.qs);
+        let (blo, bhi) = bits_to_bytes32(u32::from_le_bytes(x.qh));
+        // q - 16 as a signed byte is the nibble with 0xF0 or'ed in where the 5th bit is clear.
+        let f0 = vdupq_n_u8(0xF0);
+        let qx = (
+            vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, blo))),
+            vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, bhi))),
+        );
+        dot32(qx, load_i8x32(&y.qs))
+    })
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    dot_blocks!(w, a, |x, y| dot32(load_i8x32(&x.qs), load_i8x32(&y.qs)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// k-quants
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+    let m4 = vdupq_n_u8(0x0F);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sm = q4k_scales_mins(&x.scales);
+        // Mins: sum over sub-blocks of min[j] * (bsums[2j] + bsums[2j+1]).
+        let b0 = vld1q_s16(y.bsums.as_ptr());
+        let b1 = vld1q_s16(y.bsums.as_ptr().add(8));
+        let pairs = vpaddq_s16(b0, b1);
+        let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm.as_ptr().add(8))));
+        let pm = vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(pairs)), mins, pairs);
+        let summ = vaddvq_s32(pm);
+
+        let mut sumi = 0i32;
+        for g in 0..QK_K / 64 {
+            let q4 = vld1q_u8(x.qs.as_ptr().add(32 * g));
+            let q4b = vld1q_u8(x.qs.as_ptr().add(32 * g + 16));
+            let q8 = y.qs.as_ptr().add(64 * g);
+            let lo = (vreinterpretq_s8_u8(vandq_u8(q4, m4)), vreinterpretq_s8_u8(vandq_u8(q4b, m4)));
+            let hi = (vreinterpretq_s8_u8(vshrq_n_u8(q4, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q4b, 4)));
+            let pl = dot32(lo, (vld1q_s8(q8), vld1q_s8(q8.add(16))));
+            let ph = dot32(hi, (vld1q_s8(q8.add(32)), vld1q_s8(q8.add(48))));
+            sumi += vaddvq_s32(pl) * sm[2 * g] as i32 + vaddvq_s32(ph) * sm[2 * g + 1] as i32;
+        }
+        let d = fp16(x.d) * y.d;
+        let dmin = fp16(x.dmin) * y.d;
+        sumf += d * sumi as f32 - dmin * summ as f32;
+    }
+    sumf
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+    let m4 = vdupq_n_u8(0x0F);
+    let m3 = vdupq_n_u8(3);
+    let m32 = vdupq_n_s8(32);
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for h in 0..QK_K / 128 {
+            let ql = x.ql.as_ptr().add(64 * h);
+            let qh = x.qh.as_ptr().add(32 * h);
+            // 16 elements at a time: `c` picks the 16-byte column of ql/qh.
+            for c in 0..2 {
+                let l1 = vld1q_u8(ql.add(16 * c));
+                let l2 = vld1q_u8(ql.add(32 + 16 * c));
+                let hb = vld1q_u8(qh.add(16 * c));
+                let q = [
+                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                    vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                    vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+                ];
+                for (k, &qk) in q.iter().enumerate() {
+                    // Element 128h + 32k + 16c + (0..16): scale group 8h + 2k + c.
+                    let q6 = vsubq_s8(vreinterpretq_s8_u8(qk), m32);
+                    let q8 = vld1q_s8(y.qs.as_ptr().add(128 * h + 32 * k + 16 * c));
+                    let s = vaddvq_s32(dot16(vdupq_n_s32(0), q6, q8));
+                    sumi += s * x.scales[8 * h + 2 * k + c] as i32;
+                }
+            }
+        }
+        sumf += fp16(x.d) * y.d * sumi as f32;
+    }
+    sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float weights
+
+/// Shared loop: `$load(i)` gives 8 weights from element `i` as two f32 vectors, `$one(j)` one
+/// weight. Four accumulators cover the FMA latency. In bounds: 8 lanes are read only at
+/// `i + 8 <= n`, `n` at most both lengths.
+macro_rules! dot_f32_lanes {
+    ($w:expr, $a:expr, |$i:ident| $load:expr, |$j:ident| $one:expr) => {{
+        let n = $w.len().min($a.len());
+        let a = &$a[..n];
+        let ap = a.as_ptr();
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for k in 0..2 {
+                let $i = i + 8 * k;
+                let (w0, w1) = $load;
+                acc[2 * k] = vfmaq_f32(acc[2 * k], w0, vld1q_f32(ap.add($i)));
+                acc[2 * k + 1] = vfmaq_f32(acc[2 * k + 1], w1, vld1q_f32(ap.add($i + 4)));
+            }
+            i += 16;
+        }
+        while i + 8 <= n {
+            let $i = i;
+            let (w0, w1) = $load;
+            acc[0] = vfmaq_f32(acc[0], w0, vld1q_f32(ap.add($i)));
+            acc[1] = vfmaq_f32(acc[1], w1, vld1q_f32(ap.add($i + 4)));
+            i += 8;
+        }
+        let mut sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+        for $j in i..n {
+            sum += $one * a[$j];
+        }
+        sum
+    }};
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+    dot_f32_lanes!(w, a, |i| (vld1q_f32(w.as_ptr().add(i)), vld1q_f32(w.as_ptr().add(i + 4))), |j| w[j])
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
+    dot_f32_lanes!(w, a, |i| fp16x8(vld1q_u16(w.as_ptr().add(i).cast())), |j| fp16(w[j]))
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
+    // bf16 is the top half of an f32.
+    dot_f32_lanes!(
+        w,
+        a,
+        |i| {
+            let v = vld1q_u16(w.as_ptr().add(i).cast());
+            (vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16)), vreinterpretq_f32_u32(vshll_high_n_u16(v, 16)))
+        },
+        |j| w[j].to_f32()
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantization (byte-identical to `reference`)
+
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn load8x4(x: &[f32]) -> [float32x4_t; 8] {
+    let p = x[..32].as_ptr();
+    let mut v = [vdupq_n_f32(0.0); 8];
+    for (k, v) in v.iter_mut().enumerate() {
+        *v = vld1q_f32(p.add(4 * k));
+    }
+    v
+}
+
+/// 8 x 4 i32 -> 32 saturated i8 in element order.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn narrow32(q: &[int32x4_t; 8], out: &mut [i8]) {
+    let out = &mut out[..32];
+    for (k, pair) in q.chunks_exact(4).enumerate() {
+        let a = vqmovn_high_s32(vqmovn_s32(pair[0]), pair[1]);
+        let b = vqmovn_high_s32(vqmovn_s32(pair[2]), pair[3]);
+        vst1q_s8(out.as_mut_ptr().add(16 * k), vqmovn_high_s16(vqmovn_s16(a), b));
+    }
+}
+
+/// Quantizes 32 floats as Q8_0 does: `d`, and the quants (also returned as i32).
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn q8_block(x: &[f32], out: &mut [i8; 32]) -> (f32, [int32x4_t; 8]) {
+    let v = load8x4(x);
+    // `maxnm` ignores NaNs, as `f32::max` does in the reference.
+    let mut m = vdupq_n_f32(0.0);
+    for &vk in &v {
+        m = vmaxnmq_f32(m, vabsq_f32(vk));
+    }
+    let d = vmaxnmvq_f32(m) / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let mut q = [vdupq_n_s32(0); 8];
+    for (qk, &vk) in q.iter_mut().zip(&v) {
+        // `fcvtas`: round half away from zero, exactly `f32::round`.
+        *qk = vcvtaq_s32_f32(vmulq_n_f32(vk, id));
+    }
+    narrow32(&q, out);
+    (d, q)
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, _) = q8_block(xb, &mut y.qs);
+        y.d = f16::from_f32(d);
+    }
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let (d, q) = q8_block(xb, &mut y.qs);
+        y.d = f16::from_f32(d);
+        let mut s = vdupq_n_s32(0);
+        for qk in q {
+            s = vaddq_s32(s, qk);
+        }
+        y.s = f16::from_f32(vaddvq_s32(s) as f32 * d);
+    }
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut m = vdupq_n_f32(0.0);
+        for c in xb.chunks_exact(4) {
+            m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(c.as_ptr())));
+        }
+        let amax = vmaxnmvq_f32(m);
+        if amax == 0.0 {
+            *y = BlockQ8K::zeroed();
+            continue;
+        }
+        // The reference keeps the sign of the first element reaching `amax`.
+        let max = xb.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
+        let iscale = -127.0 / max;
+        let lim = vdupq_n_s32(127);
+        for (xc, qc) in xb.chunks_exact(32).zip(y.qs.chunks_exact_mut(32)) {
+            let v = load8x4(xc);
+            let mut q = [vdupq_n_s32(0); 8];
+            for (qk, &vk) in q.iter_mut().zip(&v) {
+                // `fcvtns`: round half to even, as ggml's `nearest_int`.
+                *qk = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vk, iscale)), lim);
+            }
+            narrow32(&q, qc);
+        }
+        for (s, q) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
+            *s = vaddlvq_s8(vld1q_s8(q.as_ptr()));
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row loops (see `x86::mat_vec_*`).
+
+macro_rules! mat_vec {
+    ($($name:ident => $dot:ident($W:ty, $A:ty);)*) => {$(
+        /// `out[r] = dot(row r, a)` for consecutive rows of `a.len()` blocks each.
+        #[target_feature(enable = "neon")]
+        pub unsafe fn $name(w: &[$W], a: &[$A], out: &mut [f32]) {
+            if a.is_empty() {
+                out.fill(0.0);
+                return;
+            }
+            for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len())) {
+                *o = $dot(row, a);
+            }
+        }
+    )*};
+}
+
+mat_vec! {
+    mat_vec_q4_0_q8_0 => vec_dot_q4_0_q8_0(BlockQ4_0, BlockQ8_0);
+    mat_vec_q4_1_q8_1 => vec_dot_q4_1_q8_1(BlockQ4_1, BlockQ8_1);
+    mat_vec_q5_0_q8_0 => vec_dot_q5_0_q8_0(BlockQ5_0, BlockQ8_0);
+    mat_vec_q8_0_q8_0 => vec_dot_q8_0_q8_0(BlockQ8_0, BlockQ8_0);
+    mat_vec_q4_k_q8_k => vec_dot_q4_k_q8_k(BlockQ4K, BlockQ8K);
+    mat_vec_q6_k_q8_k => vec_dot_q6_k_q8_k(BlockQ6K, BlockQ8K);
+    mat_vec_f32_f32 => vec_dot_f32_f32(f32, f32);
+    mat_vec_f16_f32 => vec_dot_f16_f32(f16, f32);
+    mat_vec_bf16_f32 => vec_dot_bf16_f32(bf16, f32);
+}

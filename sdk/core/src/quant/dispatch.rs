@@ -1,0 +1,388 @@
+//! Byte-level kernel tables and run-time CPU selection.
+//!
+//! The byte-level functions are the boundary to untrusted sizes: each checks lengths in O(1)
+//! and views the bytes as blocks. Misaligned input (never produced by GGUF's aligned tensor
+//! data or by [`ActBuf`](super::ActBuf)) is copied to an aligned buffer first, so results never
+//! depend on where the bytes happen to live.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use half::{bf16, f16};
+
+use super::blocks::*;
+use super::reference as r;
+use super::{DequantizeFn, GgmlType, MatVecFn, QuantizeFn, VecDotFn};
+
+/// One slot per `GgmlType`.
+const N_TYPES: usize = 11;
+
+const fn slot(t: GgmlType) -> usize {
+    use GgmlType::*;
+    match t {
+        F32 => 0,
+        F16 => 1,
+        BF16 => 2,
+        Q4_0 => 3,
+        Q4_1 => 4,
+        Q5_0 => 5,
+        Q8_0 => 6,
+        Q8_1 => 7,
+        Q4_K => 8,
+        Q6_K => 9,
+        Q8_K => 10,
+    }
+}
+
+/// A set of kernels for one instruction set. Only obtainable through [`kernels`],
+/// [`reference_kernels`] and [`available_kernels`], which hand out a SIMD set only after
+/// checking the CPU supports it: that is what makes its safe function pointers sound.
+pub struct Kernels {
+    /// Instruction set name: `"reference"`, `"avx2"` or `"neon"`.
+    pub isa: &'static str,
+    dot: [Option<VecDotFn>; N_TYPES],
+    mat_vec: [Option<MatVecFn>; N_TYPES],
+    quant: [Option<QuantizeFn>; N_TYPES],
+    deq: [Option<DequantizeFn>; N_TYPES],
+}
+
+impl Kernels {
+    /// Dot product of one row of weight type `w` with an activation row in
+    /// `w.activation_type()`. `None` for activation-only types.
+    pub fn vec_dot(&self, w: GgmlType) -> Option<VecDotFn> {
+        self.dot[slot(w)]
+    }
+
+    /// Matrix-vector product over consecutive rows (one call per matrix or thread share).
+    pub fn mat_vec(&self, w: GgmlType) -> Option<MatVecFn> {
+        self.mat_vec[slot(w)]
+    }
+
+    /// f32 row -> activation format `act` (`Q8_0`, `Q8_1`, `Q8_K`, or `F32`, which copies).
+    pub fn quantize(&self, act: GgmlType) -> Option<QuantizeFn> {
+        self.quant[slot(act)]
+    }
+
+    /// One row of `w` -> f32 (all types, activation formats included).
+    pub fn dequantize(&self, w: GgmlType) -> Option<DequantizeFn> {
+        self.deq[slot(w)]
+    }
+}
+
+impl std::fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernels").field("isa", &self.isa).finish_non_exhaustive()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte-level adaptors
+
+/// `bytes` as blocks, copied to an aligned buffer when they are not aligned for `T`.
+fn blocks_of<T: Block>(bytes: &[u8]) -> Cow<'_, [T]> {
+    match as_blocks::<T>(bytes) {
+        Some(b) => Cow::Borrowed(b),
+        None => {
+            let mut v = vec![T::zeroed(); bytes.len() / size_of::<T>()];
+            let len = v.len() * size_of::<T>();
+            as_bytes_mut(&mut v).copy_from_slice(&bytes[..len]);
+            Cow::Owned(v)
+        }
+    }
+}
+
+/// The first `n` elements' worth of `T` blocks in `bytes`, or `None` if there are fewer or `n`
+/// is not a whole number of blocks.
+fn prefix<T: Block>(n: usize, bytes: &[u8]) -> Option<&[u8]> {
+    if n % T::ELEMS != 0 {
+        return None;
+    }
+    bytes.get(..(n / T::ELEMS).checked_mul(size_of::<T>())?)
+}
+
+#[inline]
+fn dot_bytes<W: Block, A: Block>(n: usize, w: &[u8], a: &[u8], f: impl Fn(&[W], &[A]) -> f32) -> f32 {
+    let (Some(w), Some(a)) = (prefix::<W>(n, w), prefix::<A>(n, a)) else {
+        return 0.0;
+    };
+    f(&blocks_of::<W>(w), &blocks_of::<A>(a))
+}
+
+#[inline]
+fn mat_vec_bytes<W: Block, A: Block>(n: usize, w: &[u8], a: &[u8], out: &mut [f32], f: impl Fn(&[W], &[A], &mut [f32])) {
+    let rows = out.len();
+    if n % W::ELEMS != 0 {
+        return;
+    }
+    let (Some(total), Some(a)) = (n.checked_mul(rows), prefix::<A>(n, a)) else {
+        return;
+    };
+    let Some(w) = prefix::<W>(total, w) else {
+        return;
+    };
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    f(&blocks_of::<W>(w), &blocks_of::<A>(a), out)
+}
+
+#[inline]
+fn quant_bytes<A: Block>(x: &[f32], out: &mut [u8], f: impl Fn(&[f32], &mut [A])) {
+    let Some(len) = prefix::<A>(x.len(), out).map(<[u8]>::len) else {
+        return;
+    };
+    let out = &mut out[..len];
+    match as_blocks_mut::<A>(out) {
+        Some(blocks) => f(x, blocks),
+        None => {
+            let mut tmp = vec![A::zeroed(); out.len() / size_of::<A>()];
+            f(x, &mut tmp);
+            out.copy_from_slice(as_bytes(&tmp));
+        }
+    }
+}
+
+#[inline]
+fn deq_bytes<W: Block>(w: &[u8], out: &mut [f32], f: impl Fn(&[W], &mut [f32])) {
+    if let Some(w) = prefix::<W>(out.len(), w) {
+        f(&blocks_of::<W>(w), out)
+    }
+}
+
+/// Generic row loop for the reference set.
+fn rows<W: Block, A: Block>(w: &[W], a: &[A], out: &mut [f32], dot: impl Fn(&[W], &[A]) -> f32) {
+    if a.is_empty() {
+        out.fill(0.0);
+        return;
+    }
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len())) {
+        *o = dot(row, a);
+    }
+}
+
+/// Declares the byte-level `fn` items of one kernel set (they must be plain `fn`s to fit the
+/// pointer types). `$call` receives the typed slices.
+macro_rules! byte_fns {
+    (
+        dot { $($dname:ident: $W:ty, $A:ty => $dot:expr;)* }
+        mat_vec { $($mname:ident: $MW:ty, $MA:ty => $mv:expr;)* }
+        quant { $($qname:ident: $Q:ty => $quant:expr;)* }
+        deq { $($xname:ident: $X:ty => $deq:expr;)* }
+    ) => {
+        $(pub(super) fn $dname(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            dot_bytes::<$W, $A>(n, w, a, $dot)
+        })*
+        $(pub(super) fn $mname(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
+            mat_vec_bytes::<$MW, $MA>(n, w, a, out, $mv)
+        })*
+        $(pub(super) fn $qname(x: &[f32], out: &mut [u8]) {
+            quant_bytes::<$Q>(x, out, $quant)
+        })*
+        $(pub(super) fn $xname(w: &[u8], out: &mut [f32]) {
+            deq_bytes::<$X>(w, out, $deq)
+        })*
+    };
+}
+
+mod reference_fns {
+    use super::*;
+
+    byte_fns! {
+        dot {
+            dot_f32: f32, f32 => r::vec_dot_f32_f32;
+            dot_f16: f16, f32 => r::vec_dot_f16_f32;
+            dot_bf16: bf16, f32 => r::vec_dot_bf16_f32;
+            dot_q4_0: BlockQ4_0, BlockQ8_0 => r::vec_dot_q4_0_q8_0;
+            dot_q4_1: BlockQ4_1, BlockQ8_1 => r::vec_dot_q4_1_q8_1;
+            dot_q5_0: BlockQ5_0, BlockQ8_0 => r::vec_dot_q5_0_q8_0;
+            dot_q8_0: BlockQ8_0, BlockQ8_0 => r::vec_dot_q8_0_q8_0;
+            dot_q4_k: BlockQ4K, BlockQ8K => r::vec_dot_q4_k_q8_k;
+            dot_q6_k: BlockQ6K, BlockQ8K => r::vec_dot_q6_k_q8_k;
+        }
+        mat_vec {
+            mv_f32: f32, f32 => |w, a, o| rows(w, a, o, r::vec_dot_f32_f32);
+            mv_f16: f16, f32 => |w, a, o| rows(w, a, o, r::vec_dot_f16_f32);
+            mv_bf16: bf16, f32 => |w, a, o| rows(w, a, o, r::vec_dot_bf16_f32);
+            mv_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, o| rows(w, a, o, r::vec_dot_q4_0_q8_0);
+            mv_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, o| rows(w, a, o, r::vec_dot_q4_1_q8_1);
+            mv_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, o| rows(w, a, o, r::vec_dot_q5_0_q8_0);
+            mv_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, o| rows(w, a, o, r::vec_dot_q8_0_q8_0);
+            mv_q4_k: BlockQ4K, BlockQ8K => |w, a, o| rows(w, a, o, r::vec_dot_q4_k_q8_k);
+            mv_q6_k: BlockQ6K, BlockQ8K => |w, a, o| rows(w, a, o, r::vec_dot_q6_k_q8_k);
+        }
+        quant {
+            quant_f32: f32 => r::quantize_row_f32;
+            quant_q8_0: BlockQ8_0 => r::quantize_row_q8_0;
+            quant_q8_1: BlockQ8_1 => r::quantize_row_q8_1;
+            quant_q8_k: BlockQ8K => r::quantize_row_q8_k;
+        }
+        deq {
+            deq_f32: f32 => r::dequantize_row_f32;
+            deq_f16: f16 => r::dequantize_row_f16;
+            deq_bf16: bf16 => r::dequantize_row_bf16;
+            deq_q4_0: BlockQ4_0 => r::dequantize_row_q4_0;
+            deq_q4_1: BlockQ4_1 => r::dequantize_row_q4_1;
+            deq_q5_0: BlockQ5_0 => r::dequantize_row_q5_0;
+            deq_q8_0: BlockQ8_0 => r::dequantize_row_q8_0;
+            deq_q8_1: BlockQ8_1 => r::dequantize_row_q8_1;
+            deq_q4_k: BlockQ4K => r::dequantize_row_q4_k;
+            deq_q6_k: BlockQ6K => r::dequantize_row_q6_k;
+            deq_q8_k: BlockQ8K => r::dequantize_row_q8_k;
+        }
+    }
+}
+
+/// Builds a table from `(type, fn)` pairs (const so the kernel sets can be statics).
+macro_rules! table {
+    ($ty:ty; $($t:ident => $f:expr),* $(,)?) => {{
+        let mut t: [Option<$ty>; N_TYPES] = [None; N_TYPES];
+        $(t[slot(GgmlType::$t)] = Some($f);)*
+        t
+    }};
+}
+
+/// Dequantization is not on the hot path (embedding rows, debugging): every set shares the
+/// reference one.
+const DEQUANTIZE: [Option<DequantizeFn>; N_TYPES] = {
+    use reference_fns::*;
+    table! { DequantizeFn;
+        F32 => deq_f32, F16 => deq_f16, BF16 => deq_bf16, Q4_0 => deq_q4_0, Q4_1 => deq_q4_1,
+        Q5_0 => deq_q5_0, Q8_0 => deq_q8_0, Q8_1 => deq_q8_1, Q4_K => deq_q4_k, Q6_K => deq_q6_k,
+        Q8_K => deq_q8_k,
+    }
+};
+
+static REFERENCE: Kernels = {
+    use reference_fns::*;
+    Kernels {
+        isa: "reference",
+        dot: table! { VecDotFn;
+            F32 => dot_f32, F16 => dot_f16, BF16 => dot_bf16, Q4_0 => dot_q4_0, Q4_1 => dot_q4_1,
+            Q5_0 => dot_q5_0, Q8_0 => dot_q8_0, Q4_K => dot_q4_k, Q6_K => dot_q6_k,
+        },
+        mat_vec: table! { MatVecFn;
+            F32 => mv_f32, F16 => mv_f16, BF16 => mv_bf16, Q4_0 => mv_q4_0, Q4_1 => mv_q4_1,
+            Q5_0 => mv_q5_0, Q8_0 => mv_q8_0, Q4_K => mv_q4_k, Q6_K => mv_q6_k,
+        },
+        quant: table! { QuantizeFn; F32 => quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k },
+        deq: DEQUANTIZE,
+    }
+};
+
+/// A SIMD kernel set: byte-level wrappers over `crate::quant::$simd` and its table. The
+/// `unsafe` calls are sound because the table is handed out only by `$detect`, which checks the
+/// CPU features the module's functions are compiled for.
+macro_rules! simd_set {
+    ($fns:ident, $table:ident, $simd:ident, $isa:literal) => {
+        mod $fns {
+            use super::*;
+            use crate::quant::$simd as simd;
+
+            byte_fns! {
+                dot {
+                    dot_f32: f32, f32 => |w, a| unsafe { simd::vec_dot_f32_f32(w, a) };
+                    dot_f16: f16, f32 => |w, a| unsafe { simd::vec_dot_f16_f32(w, a) };
+                    dot_bf16: bf16, f32 => |w, a| unsafe { simd::vec_dot_bf16_f32(w, a) };
+                    dot_q4_0: BlockQ4_0, BlockQ8_0 => |w, a| unsafe { simd::vec_dot_q4_0_q8_0(w, a) };
+                    dot_q4_1: BlockQ4_1, BlockQ8_1 => |w, a| unsafe { simd::vec_dot_q4_1_q8_1(w, a) };
+                    dot_q5_0: BlockQ5_0, BlockQ8_0 => |w, a| unsafe { simd::vec_dot_q5_0_q8_0(w, a) };
+                    dot_q8_0: BlockQ8_0, BlockQ8_0 => |w, a| unsafe { simd::vec_dot_q8_0_q8_0(w, a) };
+                    dot_q4_k: BlockQ4K, BlockQ8K => |w, a| unsafe { simd::vec_dot_q4_k_q8_k(w, a) };
+                    dot_q6_k: BlockQ6K, BlockQ8K => |w, a| unsafe { simd::vec_dot_q6_k_q8_k(w, a) };
+                }
+                mat_vec {
+                    mv_f32: f32, f32 => |w, a, o| unsafe { simd::mat_vec_f32_f32(w, a, o) };
+                    mv_f16: f16, f32 => |w, a, o| unsafe { simd::mat_vec_f16_f32(w, a, o) };
+                    mv_bf16: bf16, f32 => |w, a, o| unsafe { simd::mat_vec_bf16_f32(w, a, o) };
+                    mv_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, o| unsafe { simd::mat_vec_q4_0_q8_0(w, a, o) };
+                    mv_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, o| unsafe { simd::mat_vec_q4_1_q8_1(w, a, o) };
+                    mv_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, o| unsafe { simd::mat_vec_q5_0_q8_0(w, a, o) };
+                    mv_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, o| unsafe { simd::mat_vec_q8_0_q8_0(w, a, o) };
+                    mv_q4_k: BlockQ4K, BlockQ8K => |w, a, o| unsafe { simd::mat_vec_q4_k_q8_k(w, a, o) };
+                    mv_q6_k: BlockQ6K, BlockQ8K => |w, a, o| unsafe { simd::mat_vec_q6_k_q8_k(w, a, o) };
+                }
+                quant {
+                    quant_q8_0: BlockQ8_0 => |x, o| unsafe { simd::quantize_row_q8_0(x, o) };
+                    quant_q8_1: BlockQ8_1 => |x, o| unsafe { simd::quantize_row_q8_1(x, o) };
+                    quant_q8_k: BlockQ8K => |x, o| unsafe { simd::quantize_row_q8_k(x, o) };
+                }
+                deq {}
+            }
+        }
+
+        static $table: Kernels = {
+            use $fns::*;
+            Kernels {
+                isa: $isa,
+                dot: table! { VecDotFn;
+                    F32 => dot_f32, F16 => dot_f16, BF16 => dot_bf16, Q4_0 => dot_q4_0, Q4_1 => dot_q4_1,
+                    Q5_0 => dot_q5_0, Q8_0 => dot_q8_0, Q4_K => dot_q4_k, Q6_K => dot_q6_k,
+                },
+                mat_vec: table! { MatVecFn;
+                    F32 => mv_f32, F16 => mv_f16, BF16 => mv_bf16, Q4_0 => mv_q4_0, Q4_1 => mv_q4_1,
+                    Q5_0 => mv_q5_0, Q8_0 => mv_q8_0, Q4_K => mv_q4_k, Q6_K => mv_q6_k,
+                },
+                quant: table! { QuantizeFn;
+                    F32 => reference_fns::quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k,
+                },
+                deq: DEQUANTIZE,
+            }
+        };
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+simd_set!(avx2_fns, AVX2, x86, "avx2");
+
+#[cfg(target_arch = "aarch64")]
+simd_set!(neon_fns, NEON, aarch64, "neon");
+
+#[cfg(target_arch = "aarch64")]
+fn detect_neon() -> Option<&'static Kernels> {
+    std::arch::is_aarch64_feature_detected!("neon").then_some(&NEON)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_avx2() -> Option<&'static Kernels> {
+    let ok = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+    ok.then_some(&AVX2)
+}
+
+/// Every set this CPU can run, best last.
+pub fn available_kernels() -> Vec<&'static Kernels> {
+    #[allow(unused_mut)]
+    let mut v = vec![&REFERENCE];
+    #[cfg(target_arch = "x86_64")]
+    v.extend(detect_avx2());
+    #[cfg(target_arch = "aarch64")]
+    v.extend(detect_neon());
+    v
+}
+
+pub fn reference_kernels() -> &'static Kernels {
+    &REFERENCE
+}
+
+/// The set named `want` if this CPU runs it; otherwise (or for an unknown or absent name) the
+/// best available. `avx512` is accepted and currently resolves to the best available set.
+fn select(want: Option<&str>) -> &'static Kernels {
+    let avail = available_kernels();
+    let best = avail.last().copied().unwrap_or(&REFERENCE);
+    match want {
+        Some(name) => avail.iter().copied().find(|k| k.isa.eq_ignore_ascii_case(name.trim())).unwrap_or(best),
+        None => best,
+    }
+}
+
+/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avx512|neon`
+/// forces one (falling back to the best available when the CPU lacks it).
+pub fn kernels() -> &'static Kernels {
+    static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
+    CHOSEN.get_or_init(|| select(std::env::var("TERN_KERNELS").ok().as_deref()))
+}
+
+#[cfg(test)]
+pub(super) fn select_for_test(want: Option<&str>) -> &'static Kernels {
+    select(want)
+}

@@ -1,0 +1,333 @@
+//! Scalar kernels, written to follow ggml's reference C (`ggml-quants.c`, the generic
+//! `ggml_vec_dot_*`) operation for operation. They are the truth every SIMD kernel is tested
+//! against and the fallback on CPUs without one.
+//!
+//! All functions take typed block slices and process the blocks both sides have (extra input is
+//! ignored): length checks live in the byte-level wrappers of `dispatch`.
+
+use half::{bf16, f16};
+
+use super::blocks::*;
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization (weights and activation formats) -> f32
+
+pub fn dequantize_row_f32(w: &[f32], out: &mut [f32]) {
+    let n = w.len().min(out.len());
+    out[..n].copy_from_slice(&w[..n]);
+}
+
+pub fn dequantize_row_f16(w: &[f16], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(w) {
+        *o = v.to_f32();
+    }
+}
+
+pub fn dequantize_row_bf16(w: &[bf16], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(w) {
+        *o = v.to_f32();
+    }
+}
+
+pub fn dequantize_row_q4_0(w: &[BlockQ4_0], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        for j in 0..QK / 2 {
+            y[j] = ((b.qs[j] & 0x0F) as i32 - 8) as f32 * d;
+            y[j + QK / 2] = ((b.qs[j] >> 4) as i32 - 8) as f32 * d;
+        }
+    }
+}
+
+pub fn dequantize_row_q4_1(w: &[BlockQ4_1], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        let m = b.m.to_f32();
+        for j in 0..QK / 2 {
+            y[j] = (b.qs[j] & 0x0F) as f32 * d + m;
+            y[j + QK / 2] = (b.qs[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+pub fn dequantize_row_q5_0(w: &[BlockQ5_0], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        let qh = u32::from_le_bytes(b.qh);
+        for j in 0..QK / 2 {
+            let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+            let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+            y[j] = (((b.qs[j] & 0x0F) | xh0) as i32 - 16) as f32 * d;
+            y[j + QK / 2] = (((b.qs[j] >> 4) | xh1) as i32 - 16) as f32 * d;
+        }
+    }
+}
+
+pub fn dequantize_row_q8_0(w: &[BlockQ8_0], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = q as f32 * d;
+        }
+    }
+}
+
+pub fn dequantize_row_q8_1(w: &[BlockQ8_1], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = q as f32 * d;
+        }
+    }
+}
+
+pub fn dequantize_row_q4_k(w: &[BlockQ4K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        let min = b.dmin.to_f32();
+        for g in 0..QK_K / 64 {
+            let (sc0, m0) = q4k_scale_min(2 * g, &b.scales);
+            let (sc1, m1) = q4k_scale_min(2 * g + 1, &b.scales);
+            let (d1, m1f) = (d * sc0 as f32, min * m0 as f32);
+            let (d2, m2f) = (d * sc1 as f32, min * m1 as f32);
+            let q = &b.qs[32 * g..32 * g + 32];
+            let y = &mut y[64 * g..64 * g + 64];
+            for l in 0..32 {
+                y[l] = d1 * (q[l] & 0x0F) as f32 - m1f;
+                y[l + 32] = d2 * (q[l] >> 4) as f32 - m2f;
+            }
+        }
+    }
+}
+
+/// Element `128h + 32k + l` (h: half, k: 0..4, l: 0..32) takes its low 4 bits from
+/// `ql[64h + l + 32(k&1)]` (low nibble for k<2, high for k>=2) and its top 2 bits from
+/// `qh[32h + l] >> 2k`.
+pub fn dequantize_row_q6_k(w: &[BlockQ6K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        for h in 0..QK_K / 128 {
+            let ql = &b.ql[64 * h..64 * h + 64];
+            let qh = &b.qh[32 * h..32 * h + 32];
+            let sc = &b.scales[8 * h..8 * h + 8];
+            let y = &mut y[128 * h..128 * h + 128];
+            for l in 0..32 {
+                let is = l / 16;
+                let q1 = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) as i32 - 32;
+                let q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+                let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+                let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+                y[l] = d * sc[is] as f32 * q1 as f32;
+                y[l + 32] = d * sc[is + 2] as f32 * q2 as f32;
+                y[l + 64] = d * sc[is + 4] as f32 * q3 as f32;
+                y[l + 96] = d * sc[is + 6] as f32 * q4 as f32;
+            }
+        }
+    }
+}
+
+pub fn dequantize_row_q8_k(w: &[BlockQ8K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        for (o, &q) in y.iter_mut().zip(&b.qs) {
+            *o = q as f32 * b.d;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation quantization
+
+/// f32 activations are consumed as they are.
+pub fn quantize_row_f32(x: &[f32], out: &mut [f32]) {
+    dequantize_row_f32(x, out);
+}
+
+/// Largest |x| of a block, NaNs ignored.
+#[inline]
+fn abs_max(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |m, v| m.max(v.abs()))
+}
+
+/// ggml `quantize_row_q8_0_ref`: `d = amax / 127`, `q = round(x / d)` (half away from zero).
+pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let d = abs_max(xb) / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = f16::from_f32(d);
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = (v * id).round() as i8;
+        }
+    }
+}
+
+/// ggml `quantize_row_q8_1_ref`: Q8_0 plus `s = f16(sum(q) * d)` with the unrounded `d`.
+pub fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+    for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
+        let d = abs_max(xb) / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        y.d = f16::from_f32(d);
+        let mut sum = 0i32;
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = (v * id).round() as i8;
+            sum += *q as i32;
+        }
+        y.s = f16::from_f32(sum as f32 * d);
+    }
+}
+
+/// ggml `nearest_int`: round half to even through the float adder (valid for |x| < 2^22).
+#[inline]
+fn nearest_int(x: f32) -> i32 {
+    let v = x + 12_582_912.0;
+    (v.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
+}
+
+/// ggml `quantize_row_q8_K_ref`: the signed element of largest magnitude maps to -127,
+/// `d = 1 / iscale` kept in f32, plus the 16-element sums.
+pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+    for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let mut amax = 0.0f32;
+        let mut max = 0.0f32;
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *y = BlockQ8K::zeroed();
+            continue;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in y.qs.iter_mut().zip(xb) {
+            *q = nearest_int(iscale * v).clamp(-128, 127) as i8;
+        }
+        for (s, q) in y.bsums.iter_mut().zip(y.qs.chunks_exact(16)) {
+            *s = q.iter().map(|&v| v as i16).sum();
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dot products: weight row · quantized activation row
+
+pub fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+    w.iter().zip(a).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
+}
+
+pub fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
+    w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
+}
+
+pub fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
+    w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
+}
+
+pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let v0 = (x.qs[j] & 0x0F) as i32 - 8;
+            let v1 = (x.qs[j] >> 4) as i32 - 8;
+            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK / 2] as i32;
+        }
+        sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sumf
+}
+
+pub fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let v0 = (x.qs[j] & 0x0F) as i32;
+            let v1 = (x.qs[j] >> 4) as i32;
+            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK / 2] as i32;
+        }
+        sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+    }
+    sumf
+}
+
+pub fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let qh = u32::from_le_bytes(x.qh);
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+            let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+            let v0 = ((x.qs[j] & 0x0F) | xh0) as i32 - 16;
+            let v1 = ((x.qs[j] >> 4) | xh1) as i32 - 16;
+            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK / 2] as i32;
+        }
+        sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sumf
+}
+
+pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
+        sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sumf
+}
+
+/// The mins term goes through the activation's `bsums`, as in ggml.
+pub fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sm = q4k_scales_mins(&x.scales);
+        let mut sumi = 0i32;
+        for g in 0..QK_K / 64 {
+            let q4 = &x.qs[32 * g..32 * g + 32];
+            let q8 = &y.qs[64 * g..64 * g + 64];
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for l in 0..32 {
+                lo += (q4[l] & 0x0F) as i32 * q8[l] as i32;
+                hi += (q4[l] >> 4) as i32 * q8[l + 32] as i32;
+            }
+            sumi += sm[2 * g] as i32 * lo + sm[2 * g + 1] as i32 * hi;
+        }
+        let mut summ = 0i32;
+        for j in 0..QK_K / 32 {
+            summ += sm[8 + j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+        }
+        let d = x.d.to_f32() * y.d;
+        let dmin = x.dmin.to_f32() * y.d;
+        sumf += d * sumi as f32 - dmin * summ as f32;
+    }
+    sumf
+}
+
+/// ggml's generic form: unpack the 6-bit quants to signed bytes first, then 16-element groups.
+pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    let mut q6 = [0i8; QK_K];
+    for (x, y) in w.iter().zip(a) {
+        for h in 0..QK_K / 128 {
+            let ql = &x.ql[64 * h..64 * h + 64];
+            let qh = &x.qh[32 * h..32 * h + 32];
+            let out = &mut q6[128 * h..128 * h + 128];
+            for l in 0..32 {
+                out[l] = ((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) as i8 - 32;
+                out[l + 32] = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+                out[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+                out[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+            }
+        }
+        let mut sumi = 0i32;
+        for (g, &sc) in x.scales.iter().enumerate() {
+            let s: i32 =
+                q6[16 * g..16 * g + 16].iter().zip(&y.qs[16 * g..16 * g + 16]).map(|(&p, &q)| p as i32 * q as i32).sum();
+            sumi += sc as i32 * s;
+        }
+        sumf += x.d.to_f32() * y.d * sumi as f32;
+    }
+    sumf
+}

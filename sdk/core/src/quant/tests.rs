@@ -1,0 +1,508 @@
+//! Kernel tests: every fast kernel against `reference`, `reference` against plain f32 math on
+//! dequantized data, and the byte-level boundary against bad sizes and alignment.
+
+use half::{bf16, f16};
+
+use super::blocks::*;
+use super::reference as r;
+use super::*;
+
+/// splitmix64: small, deterministic, good enough to fill test blocks.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    /// Uniform in [lo, hi).
+    fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.unit()
+    }
+
+    fn fill(&mut self, bytes: &mut [u8]) {
+        for b in bytes {
+            *b = self.next_u64() as u8;
+        }
+    }
+}
+
+/// Activation-like data: mostly small, a few outliers, some exact zeros.
+fn activations(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| match rng.next_u64() % 64 {
+            0 => 0.0,
+            1 => rng.range(-20.0, 20.0),
+            _ => rng.range(-1.0, 1.0),
+        })
+        .collect()
+}
+
+fn random_blocks<T: Block>(rng: &mut Rng, nb: usize, fix: impl Fn(&mut T, &mut Rng)) -> Vec<u8> {
+    let mut v = vec![T::zeroed(); nb];
+    rng.fill(as_bytes_mut(&mut v));
+    for b in &mut v {
+        fix(b, rng);
+    }
+    as_bytes(&v).to_vec()
+}
+
+/// Small scale of either sign, so no NaN/inf can appear.
+fn scale(rng: &mut Rng) -> f16 {
+    let s = rng.range(1e-3, 2e-2);
+    f16::from_f32(if rng.next_u64() & 1 == 0 { s } else { -s })
+}
+
+/// Random weight row bytes of `n` elements; quant bytes random, scales sane.
+fn weights(rng: &mut Rng, t: GgmlType, n: usize) -> Vec<u8> {
+    let nb = n / t.block_size();
+    match t {
+        GgmlType::F32 => random_blocks::<f32>(rng, nb, |v, r| *v = r.range(-1.0, 1.0)),
+        GgmlType::F16 => random_blocks::<f16>(rng, nb, |v, r| *v = f16::from_f32(r.range(-1.0, 1.0))),
+        GgmlType::BF16 => random_blocks::<bf16>(rng, nb, |v, r| *v = bf16::from_f32(r.range(-1.0, 1.0))),
+        GgmlType::Q4_0 => random_blocks::<BlockQ4_0>(rng, nb, |b, r| b.d = scale(r)),
+        GgmlType::Q4_1 => random_blocks::<BlockQ4_1>(rng, nb, |b, r| {
+            b.d = f16::from_f32(r.range(1e-3, 2e-2));
+            b.m = f16::from_f32(r.range(-0.2, 0.1));
+        }),
+        GgmlType::Q5_0 => random_blocks::<BlockQ5_0>(rng, nb, |b, r| b.d = scale(r)),
+        // Q8_0 weights may hold -128: the fast kernels must cope with it on the weight side.
+        GgmlType::Q8_0 => random_blocks::<BlockQ8_0>(rng, nb, |b, r| b.d = scale(r)),
+        GgmlType::Q4_K => random_blocks::<BlockQ4K>(rng, nb, |b, r| {
+            b.d = f16::from_f32(r.range(1e-4, 1e-3));
+            b.dmin = f16::from_f32(r.range(1e-4, 1e-3));
+        }),
+        GgmlType::Q6_K => random_blocks::<BlockQ6K>(rng, nb, |b, r| b.d = scale(r)),
+        GgmlType::Q8_1 | GgmlType::Q8_K => unreachable!("activation-only type"),
+    }
+}
+
+const WEIGHT_TYPES: [GgmlType; 9] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+];
+
+const ACT_TYPES: [GgmlType; 4] = [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K];
+
+/// Row lengths to try: tails of every unrolled loop (1, odd, even block counts).
+fn lengths(t: GgmlType) -> Vec<usize> {
+    let bs = t.activation_type().block_size().max(t.block_size());
+    if bs == 1 {
+        vec![1, 7, 8, 9, 31, 32, 33, 100, 576, 1000]
+    } else {
+        [1, 2, 3, 4, 5, 7, 18, 33].iter().map(|k| k * bs).collect()
+    }
+}
+
+fn deq(t: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
+    let mut out = vec![f32::NAN; n];
+    (reference_kernels().dequantize(t).unwrap())(bytes, &mut out);
+    out
+}
+
+fn quant(k: &Kernels, act: GgmlType, x: &[f32]) -> ActBuf {
+    let mut buf = ActBuf::new();
+    assert!(buf.quantize(k, act, x), "{} cannot quantize {}", k.isa, act.name());
+    buf
+}
+
+/// Sum of |w_i * a_i|: the scale of rounding error in any summation order.
+fn mass(w: &[f32], a: &[f32]) -> f32 {
+    w.iter().zip(a).map(|(x, y)| (x * y).abs()).sum()
+}
+
+fn dot64(w: &[f32], a: &[f32]) -> f32 {
+    w.iter().zip(a).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
+}
+
+fn aligned(bytes: &[u8]) -> ActBuf {
+    let mut b = ActBuf::new();
+    b.resize(bytes.len());
+    b.as_bytes_mut().copy_from_slice(bytes);
+    b
+}
+
+#[test]
+fn block_layouts_match_ggml_type() {
+    fn check<T: Block>(t: GgmlType) {
+        assert_eq!(size_of::<T>(), t.block_bytes(), "{}", t.name());
+        assert_eq!(T::ELEMS, t.block_size(), "{}", t.name());
+        assert!(align_of::<T>() <= 4);
+    }
+    check::<f32>(GgmlType::F32);
+    check::<f16>(GgmlType::F16);
+    check::<bf16>(GgmlType::BF16);
+    check::<BlockQ4_0>(GgmlType::Q4_0);
+    check::<BlockQ4_1>(GgmlType::Q4_1);
+    check::<BlockQ5_0>(GgmlType::Q5_0);
+    check::<BlockQ8_0>(GgmlType::Q8_0);
+    check::<BlockQ8_1>(GgmlType::Q8_1);
+    check::<BlockQ4K>(GgmlType::Q4_K);
+    check::<BlockQ6K>(GgmlType::Q6_K);
+    check::<BlockQ8K>(GgmlType::Q8_K);
+}
+
+#[test]
+fn as_blocks_checks_length_and_alignment() {
+    let mut buf = ActBuf::new();
+    buf.resize(1024);
+    let b = buf.as_bytes();
+    assert_eq!(as_blocks::<BlockQ8K>(&b[..292]).map(<[_]>::len), Some(1));
+    assert_eq!(as_blocks::<BlockQ8K>(&b[..584]).map(<[_]>::len), Some(2));
+    assert_eq!(as_blocks::<BlockQ8K>(&b[..0]).map(<[_]>::len), Some(0));
+    assert!(as_blocks::<BlockQ8K>(&b[..291]).is_none(), "short");
+    assert!(as_blocks::<BlockQ8K>(&b[..293]).is_none(), "ragged");
+    assert!(as_blocks::<BlockQ8K>(&b[2..294]).is_none(), "2-aligned f32 block");
+    assert!(as_blocks::<BlockQ8_0>(&b[2..36]).is_some(), "f16 blocks need only 2");
+    assert!(as_blocks::<BlockQ8_0>(&b[1..35]).is_none(), "odd address");
+    assert!(as_blocks::<f32>(&b[1..5]).is_none());
+    let mut buf2 = ActBuf::new();
+    buf2.resize(40);
+    assert!(as_blocks_mut::<BlockQ4_1>(&mut buf2.as_bytes_mut()[..20]).is_some());
+    assert!(as_blocks_mut::<BlockQ4_1>(&mut buf2.as_bytes_mut()[1..21]).is_none());
+}
+
+#[test]
+fn act_buf_is_aligned_and_sized() {
+    let mut b = ActBuf::new();
+    assert!(b.is_empty());
+    for len in [1, 3, 4, 292, 1000, 7] {
+        b.resize(len);
+        assert_eq!(b.len(), len);
+        assert_eq!(b.as_bytes().len(), len);
+        assert_eq!(b.as_bytes().as_ptr() as usize % 4, 0);
+    }
+    assert!(!b.quantize(reference_kernels(), GgmlType::Q4_0, &[0.0; 32]), "not an activation format");
+    assert!(!b.quantize(reference_kernels(), GgmlType::Q8_0, &[0.0; 31]), "ragged row");
+    assert!(b.is_empty());
+}
+
+#[test]
+fn activation_types_and_tables_are_complete() {
+    use GgmlType::*;
+    let expect = [(F32, F32), (F16, F32), (BF16, F32), (Q4_0, Q8_0), (Q4_1, Q8_1), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_K, Q8_K), (Q6_K, Q8_K)];
+    for (w, a) in expect {
+        assert_eq!(w.activation_type(), a);
+    }
+    let kernels = available_kernels();
+    assert_eq!(kernels[0].isa, "reference");
+    for k in &kernels {
+        for w in WEIGHT_TYPES {
+            assert!(k.vec_dot(w).is_some() && k.mat_vec(w).is_some() && k.dequantize(w).is_some(), "{} {}", k.isa, w.name());
+            assert!(k.quantize(w.activation_type()).is_some());
+        }
+        for t in [Q8_1, Q8_K] {
+            assert!(k.vec_dot(t).is_none() && k.mat_vec(t).is_none());
+        }
+        for t in [Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, F16, BF16] {
+            assert!(k.quantize(t).is_none());
+        }
+    }
+    assert!(kernels.iter().any(|k| std::ptr::eq(*k, super::kernels())));
+}
+
+#[test]
+fn kernel_selection_by_name() {
+    let best = *available_kernels().last().unwrap();
+    assert_eq!(dispatch::select_for_test(Some("reference")).isa, "reference");
+    assert_eq!(dispatch::select_for_test(Some("REFERENCE ")).isa, "reference");
+    assert_eq!(dispatch::select_for_test(None).isa, best.isa);
+    assert_eq!(dispatch::select_for_test(Some("bogus")).isa, best.isa);
+    assert_eq!(dispatch::select_for_test(Some("avx512")).isa, best.isa);
+    if best.isa == "avx2" {
+        assert_eq!(dispatch::select_for_test(Some("avx2")).isa, "avx2");
+    }
+    // NEON is part of every aarch64 target: the SIMD set must be there to be tested.
+    if cfg!(target_arch = "aarch64") {
+        assert_eq!(best.isa, "neon");
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        assert_eq!(best.isa, "avx2");
+    }
+}
+
+#[test]
+fn q4k_scale_unpacking_agrees() {
+    let mut rng = Rng(7);
+    for _ in 0..2000 {
+        let mut s = [0u8; 12];
+        rng.fill(&mut s);
+        let all = q4k_scales_mins(&s);
+        for j in 0..8 {
+            assert_eq!(q4k_scale_min(j, &s), (all[j], all[8 + j]), "{s:?} j={j}");
+        }
+    }
+}
+
+/// Hand-built blocks pin the bit layouts independently of the dot products.
+#[test]
+fn known_layouts() {
+    let one = f16::from_f32(1.0);
+    let b = BlockQ4_0 { d: f16::from_f32(0.5), qs: { let mut q = [0x88; 16]; q[0] = 0x2F; q } };
+    let mut y = [0.0; 32];
+    r::dequantize_row_q4_0(&[b], &mut y);
+    assert_eq!((y[0], y[16], y[1]), (3.5, -3.0, 0.0));
+
+    let b = BlockQ5_0 { d: one, qh: 0x0001_0002u32.to_le_bytes(), qs: [0x11; 16] };
+    r::dequantize_row_q5_0(&[b], &mut y);
+    // Element 1 and 16 have the fifth bit set.
+    assert_eq!((y[0], y[1], y[16], y[17]), (-15.0, 1.0, 1.0, -15.0));
+
+    let mut b = BlockQ6K { ql: [0; 128], qh: [0; 64], scales: [1; 16], d: one };
+    b.ql[0] = 0x21;
+    b.ql[32] = 0x43;
+    b.qh[0] = 0b11_10_01_00;
+    b.scales[4] = 2;
+    b.ql[64] = 0x05;
+    let mut y = [0.0; 256];
+    r::dequantize_row_q6_k(&[b], &mut y);
+    assert_eq!((y[0], y[32], y[64], y[96]), (1.0 - 32.0, 3.0 + 16.0 - 32.0, 2.0 * (2.0 + 32.0 - 32.0), 4.0 + 48.0 - 32.0));
+    assert_eq!(y[128], 5.0 - 32.0, "second half starts at ql[64]");
+
+    let mut b = BlockQ4K { d: one, dmin: one, scales: [0; 12], qs: [0; 128] };
+    b.scales[0] = 2; // scale of sub-block 0
+    b.scales[4] = 1; // min of sub-block 0
+    b.scales[8] = 0x53; // sub-block 4: scale low 3, min low 5
+    b.scales[0] |= 0x40; // sub-block 4 scale bit 4
+    b.qs[0] = 0x73;
+    b.qs[64] = 0x02;
+    let mut y = [0.0; 256];
+    r::dequantize_row_q4_k(&[b], &mut y);
+    assert_eq!(y[0], 2.0 * 3.0 - 1.0);
+    assert_eq!(y[128], (3.0 + 16.0) * 2.0 - 5.0);
+}
+
+#[test]
+fn q8_quantization_round_trips() {
+    let mut rng = Rng(1);
+    let k = reference_kernels();
+    for act in [GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K] {
+        for &n in &[256usize, 512, 2048] {
+            let x = activations(&mut rng, n);
+            let a = quant(k, act, &x);
+            let y = deq(act, a.as_bytes(), n);
+            let bs = act.block_size();
+            for (bi, (xb, yb)) in x.chunks(bs).zip(y.chunks(bs)).enumerate() {
+                let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                // Half a step, plus the f16 rounding of the scale for the 32-element formats.
+                let tol = match act {
+                    GgmlType::Q8_K => amax / 127.0 * 0.5 * (1.0 + 1e-6),
+                    _ => amax / 127.0 * 0.5 + amax / 1024.0,
+                } + 1e-12;
+                for (i, (&u, &v)) in xb.iter().zip(yb).enumerate() {
+                    assert!((u - v).abs() <= tol, "{} block {bi} elem {i}: {u} vs {v} tol {tol}", act.name());
+                }
+            }
+            match act {
+                GgmlType::Q8_1 => {
+                    for b in as_blocks::<BlockQ8_1>(a.as_bytes()).unwrap() {
+                        let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+                        let expect = sum as f32 * b.d.to_f32();
+                        assert!((b.s.to_f32() - expect).abs() <= expect.abs() / 512.0 + 1e-6);
+                        assert!(b.qs.iter().all(|&q| q != -128));
+                    }
+                }
+                GgmlType::Q8_K => {
+                    for b in as_blocks::<BlockQ8K>(a.as_bytes()).unwrap() {
+                        for (s, q) in b.bsums.iter().zip(b.qs.chunks(16)) {
+                            assert_eq!(*s as i32, q.iter().map(|&v| v as i32).sum::<i32>());
+                        }
+                        assert!(b.qs.iter().all(|&q| q != -128));
+                    }
+                }
+                _ => {
+                    assert!(as_blocks::<BlockQ8_0>(a.as_bytes()).unwrap().iter().all(|b| b.qs.iter().all(|&q| q != -128)));
+                }
+            }
+        }
+    }
+}
+
+/// Inputs that hit rounding ties, sign ties and empty blocks.
+fn tricky_rows() -> Vec<Vec<f32>> {
+    let mut rows = Vec::new();
+    // amax = 127 makes d = 1 exactly: products are the inputs, so .5 ties stay ties.
+    let mut t = vec![0.0f32; 256];
+    for (i, v) in t.iter_mut().enumerate() {
+        *v = (i as f32 - 128.0) * 0.5;
+    }
+    t[0] = 127.0;
+    t[32] = -127.0;
+    t[64] = 127.0;
+    rows.push(t.clone());
+    // Same with the negative extreme first (Q8_K keeps the sign of the first maximum).
+    t[0] = -127.0;
+    t[1] = 127.0;
+    rows.push(t);
+    rows.push(vec![0.0; 256]);
+    rows.push((0..256).map(|i| if i < 128 { 0.0 } else { -1e-30 }).collect());
+    rows.push((0..256).map(|i| (i as f32 * 0.37).sin() * 1e30).collect());
+    rows.push((0..256).map(|i| if i % 17 == 0 { -3.0 } else { 1.0 / (i as f32 + 1.0) }).collect());
+    rows
+}
+
+#[test]
+fn fast_quantize_is_byte_identical() {
+    let mut rng = Rng(2);
+    let mut rows = tricky_rows();
+    for n in [256, 512, 4096] {
+        rows.push(activations(&mut rng, n));
+    }
+    for k in available_kernels() {
+        for act in ACT_TYPES {
+            for x in &rows {
+                let want = quant(reference_kernels(), act, x);
+                let got = quant(k, act, x);
+                assert_eq!(got.as_bytes(), want.as_bytes(), "{} {} n={}", k.isa, act.name(), x.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn fast_vec_dot_matches_reference() {
+    let mut rng = Rng(3);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        for n in lengths(w_type) {
+            let w = aligned(&weights(&mut rng, w_type, n));
+            let x = activations(&mut rng, n);
+            let a = quant(reference_kernels(), act, &x);
+            let want = (reference_kernels().vec_dot(w_type).unwrap())(n, w.as_bytes(), a.as_bytes());
+            let tol = 2e-5 * mass(&deq(w_type, w.as_bytes(), n), &deq(act, a.as_bytes(), n)) + 1e-6;
+            assert!(want.is_finite());
+            for k in available_kernels() {
+                let got = (k.vec_dot(w_type).unwrap())(n, w.as_bytes(), a.as_bytes());
+                assert!((got - want).abs() <= tol, "{} {} n={n}: {got} vs {want} (tol {tol})", k.isa, w_type.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn reference_vec_dot_matches_dequantized_math() {
+    let mut rng = Rng(4);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        for n in lengths(w_type) {
+            let w = aligned(&weights(&mut rng, w_type, n));
+            let x = activations(&mut rng, n);
+            let a = quant(reference_kernels(), act, &x);
+            let (wf, af) = (deq(w_type, w.as_bytes(), n), deq(act, a.as_bytes(), n));
+            let want = dot64(&wf, &af);
+            let got = (reference_kernels().vec_dot(w_type).unwrap())(n, w.as_bytes(), a.as_bytes());
+            // Q4_1 reads its offset through `s`, which is rounded to f16 from the unrounded
+            // activation scale: allow that rounding on the m * s terms.
+            let extra = if w_type == GgmlType::Q4_1 {
+                let wb = as_blocks::<BlockQ4_1>(w.as_bytes()).unwrap();
+                let ab = as_blocks::<BlockQ8_1>(a.as_bytes()).unwrap();
+                wb.iter().zip(ab).map(|(p, q)| (p.m.to_f32() * q.s.to_f32()).abs() / 1000.0).sum()
+            } else {
+                0.0
+            };
+            let tol = 2e-5 * mass(&wf, &af) + extra + 1e-6;
+            assert!((got - want).abs() <= tol, "{} n={n}: {got} vs {want} (tol {tol})", w_type.name());
+        }
+    }
+}
+
+#[test]
+fn mat_vec_equals_row_dots() {
+    let mut rng = Rng(5);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        let n = *lengths(w_type).iter().find(|&&n| n >= 256).unwrap_or(&256);
+        let rows = 5;
+        let w = aligned(&weights(&mut rng, w_type, n * rows));
+        let a = quant(reference_kernels(), act, &activations(&mut rng, n));
+        let row_bytes = w_type.row_bytes(n);
+        for k in available_kernels() {
+            let mut out = vec![f32::NAN; rows];
+            (k.mat_vec(w_type).unwrap())(n, w.as_bytes(), a.as_bytes(), &mut out);
+            for (r, &o) in out.iter().enumerate() {
+                let row = &w.as_bytes()[r * row_bytes..(r + 1) * row_bytes];
+                assert_eq!(o, (k.vec_dot(w_type).unwrap())(n, row, a.as_bytes()), "{} {} row {r}", k.isa, w_type.name());
+            }
+            // Too few weight bytes for the rows asked: untouched.
+            let mut out = vec![f32::NAN; rows + 1];
+            (k.mat_vec(w_type).unwrap())(n, w.as_bytes(), a.as_bytes(), &mut out);
+            assert!(out.iter().all(|v| v.is_nan()));
+        }
+    }
+}
+
+#[test]
+fn byte_api_survives_bad_sizes_and_alignment() {
+    let mut rng = Rng(6);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        let n = 512;
+        let wb = weights(&mut rng, w_type, n);
+        let x = activations(&mut rng, n);
+        for k in available_kernels() {
+            let w = aligned(&wb);
+            let a = quant(k, act, &x);
+            let dot = k.vec_dot(w_type).unwrap();
+            let base = dot(n, w.as_bytes(), a.as_bytes());
+
+            // Misaligned copies take the copying path and give the identical result.
+            let mut shifted_w = vec![0u8; wb.len() + 1];
+            shifted_w[1..].copy_from_slice(&wb);
+            let mut shifted_a = vec![0u8; a.len() + 3];
+            shifted_a[3..].copy_from_slice(a.as_bytes());
+            assert_eq!(dot(n, &shifted_w[1..], &shifted_a[3..]), base, "{} {}", k.isa, w_type.name());
+
+            // Longer buffers: only the first n elements count.
+            let mut long_a = aligned(a.as_bytes());
+            long_a.resize(a.len() + 300);
+            assert_eq!(dot(n, w.as_bytes(), long_a.as_bytes()), base);
+
+            // Short or ragged input: 0.0, no panic.
+            assert_eq!(dot(n, &w.as_bytes()[..wb.len() - 1], a.as_bytes()), 0.0);
+            assert_eq!(dot(n, w.as_bytes(), &a.as_bytes()[..a.len() - 1]), 0.0);
+            assert_eq!(dot(n + 1, w.as_bytes(), a.as_bytes()), 0.0);
+            assert_eq!(dot(usize::MAX, w.as_bytes(), a.as_bytes()), 0.0);
+            assert_eq!(dot(0, w.as_bytes(), a.as_bytes()), 0.0);
+            let mut out = vec![0.0; 4];
+            (k.mat_vec(w_type).unwrap())(usize::MAX / 2 + 1, w.as_bytes(), a.as_bytes(), &mut out);
+
+            // Quantize into a misaligned or short buffer.
+            let q = k.quantize(act).unwrap();
+            let mut shifted = vec![0u8; a.len() + 1];
+            q(&x, &mut shifted[1..]);
+            assert_eq!(&shifted[1..], a.as_bytes());
+            let mut short = vec![7u8; a.len() - 1];
+            q(&x, &mut short);
+            assert!(short.iter().all(|&b| b == 7));
+            q(&x[..x.len() - 1], &mut shifted);
+
+            // Dequantize: misaligned equals aligned; short input leaves the output alone.
+            let dq = k.dequantize(w_type).unwrap();
+            let mut y0 = vec![0.0; n];
+            let mut y1 = vec![0.0; n];
+            dq(w.as_bytes(), &mut y0);
+            dq(&shifted_w[1..], &mut y1);
+            assert_eq!(y0, y1);
+            let mut y2 = vec![f32::NAN; n];
+            dq(&w.as_bytes()[..wb.len() - 1], &mut y2);
+            assert!(y2.iter().all(|v| v.is_nan()));
+        }
+    }
+}

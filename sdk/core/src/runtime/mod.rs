@@ -1,0 +1,18 @@
+//! Compute runtime: the thread pool that forward passes run on.
+
+mod pool;
+
+pub use pool::ThreadPool;
+
+/// Threads to use when the app does not say: one per core the process may run on.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8)
+}
+
+/// Peak resident memory of this process (Linux and Android: `VmHWM`), if the OS reports it.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,462 @@
+//! Sessions: a conversation (or raw completion) over one engine, with its own KV cache.
+//!
+//! A request renders the whole conversation with the chat template, tokenizes it, and keeps
+//! the longest prefix already in the KV cache, so a second turn prefills only what is new. The
+//! answer streams as [`Event`]s from a [`Generation`] iterator; a [`CancelHandle`] stops it from
+//! any thread.
+
+mod stop;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::chat::{Message, Role};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::model::{KvCache, Logits, Scratch};
+use crate::sampling::{Sampler, SamplingOptions};
+use stop::StopMatcher;
+
+/// Tokens per forward pass while prefilling.
+const PREFILL_CHUNK: usize = 128;
+
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// System message placed before the conversation (the template's default if None).
+    pub system_prompt: Option<String>,
+    pub sampling: SamplingOptions,
+    /// Most tokens one answer may have.
+    pub max_tokens: usize,
+    /// Generation stops when the text contains any of these; the stop text is not emitted.
+    pub stop: Vec<String>,
+    /// KV cache length of this session (default: the engine's).
+    pub context_length: Option<usize>,
+    /// Keep generating past end-of-generation tokens (benchmarks).
+    pub ignore_eos: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            system_prompt: None,
+            sampling: SamplingOptions::default(),
+            max_tokens: 512,
+            stop: Vec::new(),
+            context_length: None,
+            ignore_eos: false,
+        }
+    }
+}
+
+impl SessionOptions {
+    pub fn validate(&self) -> Result<()> {
+        self.sampling.validate()?;
+        if self.max_tokens == 0 {
+            return Err(Error::InvalidOption("max_tokens must be at least 1".into()));
+        }
+        if self.stop.iter().any(|s| s.is_empty()) {
+            return Err(Error::InvalidOption("stop sequences must not be empty".into()));
+        }
+        if self.context_length == Some(0) {
+            return Err(Error::InvalidOption("context_length must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// The model produced an end-of-generation token.
+    EndOfGeneration,
+    /// A stop sequence appeared in the text.
+    StopSequence,
+    MaxTokens,
+    Cancelled,
+    /// The KV cache is full.
+    ContextFull,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Tokens of the prompt of this request (the whole rendered conversation).
+    pub prompt_tokens: usize,
+    /// Of those, how many were already in the KV cache and not computed again.
+    pub cached_tokens: usize,
+    pub generated_tokens: usize,
+    pub time_to_first_token: Duration,
+    pub prefill_time: Duration,
+    pub decode_time: Duration,
+    pub prefill_tokens_per_s: f64,
+    pub decode_tokens_per_s: f64,
+    pub finish_reason: FinishReason,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// New text (possibly empty while a stop sequence or a UTF-8 sequence is pending) and the
+    /// token ids it came from.
+    Token { text: String, ids: Vec<u32> },
+    Done(Stats),
+}
+
+/// Stops the generation in progress of one session, from any thread.
+#[derive(Debug, Clone)]
+pub struct CancelHandle(Arc<AtomicBool>);
+
+impl CancelHandle {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+pub struct Session {
+    engine: Arc<Engine>,
+    opts: SessionOptions,
+    kv: KvCache,
+    scratch: Scratch,
+    /// Token ids whose keys and values are in `kv`, in order.
+    cached: Vec<u32>,
+    messages: Vec<Message>,
+    sampler: Sampler,
+    cancel: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("cached_tokens", &self.cached.len()).field("messages", &self.messages.len()).finish()
+    }
+}
+
+impl Session {
+    pub fn new(engine: Arc<Engine>, opts: SessionOptions) -> Result<Session> {
+        opts.validate()?;
+        let capacity = match opts.context_length {
+            Some(n) => n.min(engine.info().train_context_length),
+            None => engine.info().context_length,
+        };
+        let kv = engine.model().new_kv_cache(capacity);
+        let sampler = Sampler::new(opts.sampling.clone())?;
+        Ok(Session {
+            engine,
+            opts,
+            kv,
+            scratch: Scratch::default(),
+            cached: Vec::new(),
+            messages: Vec::new(),
+            sampler,
+            cancel: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn options(&self) -> &SessionOptions {
+        &self.opts
+    }
+
+    /// Replaces the sampling options for later requests.
+    pub fn set_sampling(&mut self, sampling: SamplingOptions) -> Result<()> {
+        self.sampler = Sampler::new(sampling.clone())?;
+        self.opts.sampling = sampling;
+        Ok(())
+    }
+
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle(Arc::clone(&self.cancel))
+    }
+
+    /// The conversation so far (without the system prompt).
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Tokens held in the KV cache.
+    pub fn tokens_in_context(&self) -> usize {
+        self.cached.len()
+    }
+
+    pub fn context_length(&self) -> usize {
+        self.kv.capacity()
+    }
+
+    /// Forgets the conversation and the KV cache.
+    pub fn reset(&mut self) {
+        self.messages.clear();
+        self.cached.clear();
+        self.kv.truncate(0);
+    }
+
+    /// Sends a user message; the answer streams from the returned generation and joins the
+    /// conversation when it ends (also when cancelled, with what was generated until then).
+    pub fn send(&mut self, user_text: &str) -> Result<Generation<'_>> {
+        let mut conversation = Vec::with_capacity(self.messages.len() + 2);
+        if let Some(sys) = &self.opts.system_prompt {
+            conversation.push(Message { role: Role::System, content: sys.clone() });
+        }
+        conversation.extend(self.messages.iter().cloned());
+        conversation.push(Message { role: Role::User, content: user_text.to_owned() });
+        let rendered = self.engine.chat_template().render(&conversation, true)?;
+        let tok = self.engine.tokenizer();
+        let ids = tok.encode(&rendered, tok.add_bos_default(), true)?;
+        self.check_fits(ids.len())?;
+        self.messages.push(Message { role: Role::User, content: user_text.to_owned() });
+        Ok(self.start(ids, true))
+    }
+
+    /// Continues raw text (no chat template; special-token text is not parsed).
+    pub fn complete(&mut self, text: &str) -> Result<Generation<'_>> {
+        let tok = self.engine.tokenizer();
+        let ids = tok.encode(text, tok.add_bos_default(), false)?;
+        self.complete_ids(&ids)
+    }
+
+    /// Continues a sequence of token ids.
+    pub fn complete_ids(&mut self, ids: &[u32]) -> Result<Generation<'_>> {
+        if ids.is_empty() {
+            return Err(Error::InvalidOption("the prompt is empty".into()));
+        }
+        let vocab = self.engine.info().vocab_size;
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidOption(format!("token id {bad} is outside the vocabulary ({vocab})")));
+        }
+        self.check_fits(ids.len())?;
+        Ok(self.start(ids.to_vec(), false))
+    }
+
+    fn check_fits(&self, prompt_len: usize) -> Result<()> {
+        // The prompt plus at least one generated token must fit.
+        if prompt_len + 1 > self.kv.capacity() {
+            return Err(Error::ContextOverflow { needed: prompt_len + 1, limit: self.kv.capacity() });
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Generation<'_> {
+        self.cancel.store(false, Ordering::Release);
+        // Reuse the longest cached prefix, but always recompute the last prompt token: its
+        // logits are what the first answer token is sampled from.
+        let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+        let keep = common.min(prompt.len() - 1);
+        self.cached.truncate(keep);
+        self.kv.truncate(keep);
+        let stop = StopMatcher::new(self.opts.stop.clone());
+        Generation {
+            prompt_tokens: prompt.len(),
+            cached_tokens: keep,
+            prompt,
+            chat,
+            session: self,
+            state: State::Prefill,
+            started: Instant::now(),
+            ttft: Duration::ZERO,
+            prefill_time: Duration::ZERO,
+            decode_time: Duration::ZERO,
+            decode_steps: 0,
+            generated: Vec::new(),
+            answer: String::new(),
+            stop,
+            decoder_pending: Vec::new(),
+            pending_finish: None,
+        }
+    }
+}
+
+enum State {
+    Prefill,
+    /// `next` is sampled but not yet fed to the model.
+    Decode { next: u32 },
+    Finished,
+}
+
+/// A streaming answer. Iterating drives the model; dropping it stops generation (the session
+/// keeps what was computed).
+pub struct Generation<'a> {
+    session: &'a mut Session,
+    prompt: Vec<u32>,
+    chat: bool,
+    state: State,
+    prompt_tokens: usize,
+    cached_tokens: usize,
+    started: Instant,
+    ttft: Duration,
+    prefill_time: Duration,
+    decode_time: Duration,
+    decode_steps: usize,
+    generated: Vec<u32>,
+    answer: String,
+    stop: StopMatcher,
+    /// Generated ids whose text the detokenizer has not completed yet.
+    decoder_pending: Vec<u32>,
+    /// The end decided after the last token event, reported by the next call.
+    pending_finish: Option<FinishReason>,
+}
+
+impl Generation<'_> {
+    fn cancelled(&self) -> bool {
+        self.session.cancel.load(Ordering::Acquire)
+    }
+
+    /// Feeds `tokens` to the model after what is cached; logits of the last one are ready after.
+    fn feed(&mut self, tokens: &[u32], want: Logits) -> Result<()> {
+        let s = &mut *self.session;
+        s.engine.model().forward(s.engine.pool(), &mut s.kv, &mut s.scratch, tokens, want)?;
+        s.cached.extend_from_slice(tokens);
+        Ok(())
+    }
+
+    fn prefill(&mut self) -> Result<Option<FinishReason>> {
+        let t0 = Instant::now();
+        let todo = self.prompt[self.cached_tokens..].to_vec();
+        let chunks = todo.len().div_ceil(PREFILL_CHUNK);
+        for (i, chunk) in todo.chunks(PREFILL_CHUNK).enumerate() {
+            if self.cancelled() {
+                self.prefill_time = t0.elapsed();
+                return Ok(Some(FinishReason::Cancelled));
+            }
+            let want = if i + 1 == chunks { Logits::Last } else { Logits::None };
+            self.feed(chunk, want)?;
+        }
+        self.prefill_time = t0.elapsed();
+        Ok(None)
+    }
+
+    fn sample(&mut self) -> u32 {
+        let s = &mut *self.session;
+        let logits = s.scratch.last_logits();
+        s.sampler.sample(logits, &s.cached)
+    }
+
+    /// Text of newly generated ids: complete UTF-8 only, then held back while it could still
+    /// be the start of a stop sequence.
+    fn take_text(&mut self, id: u32) -> (String, bool) {
+        self.decoder_pending.push(id);
+        let tok = self.session.engine.tokenizer();
+        let bytes_all = tok.decode_bytes(&self.decoder_pending);
+        let complete = match std::str::from_utf8(&bytes_all) {
+            Ok(s) => s.to_owned(),
+            Err(e) if e.error_len().is_none() => {
+                // Incomplete multi-byte sequence at the end: wait for more tokens.
+                return (String::new(), false);
+            }
+            Err(_) => String::from_utf8_lossy(&bytes_all).into_owned(),
+        };
+        self.decoder_pending.clear();
+        let (text, hit) = self.stop.push(&complete);
+        (text, hit)
+    }
+
+    fn finish(&mut self, reason: FinishReason) -> Event {
+        // Flush text held back for a possible stop sequence (not when one matched).
+        let s = &mut *self.session;
+        if reason != FinishReason::StopSequence {
+            let tok = s.engine.tokenizer();
+            let rest = String::from_utf8_lossy(&tok.decode_bytes(&self.decoder_pending)).into_owned();
+            self.decoder_pending.clear();
+            let tail = self.stop.finish(&rest);
+            self.answer.push_str(&tail);
+        }
+        if self.chat {
+            s.messages.push(Message { role: Role::Assistant, content: self.answer.clone() });
+        }
+        self.state = State::Finished;
+        let prefilled = self.prompt_tokens - self.cached_tokens;
+        let stats = Stats {
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            generated_tokens: self.generated.len(),
+            time_to_first_token: self.ttft,
+            prefill_time: self.prefill_time,
+            decode_time: self.decode_time,
+            prefill_tokens_per_s: rate(prefilled, self.prefill_time),
+            decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
+            finish_reason: reason,
+        };
+        Event::Done(stats)
+    }
+
+    fn step(&mut self) -> Result<Event> {
+        loop {
+            match self.state {
+                State::Finished => unreachable!("step is not called after the end"),
+                State::Prefill => {
+                    if let Some(reason) = self.prefill()? {
+                        return Ok(self.finish(reason));
+                    }
+                    let id = self.sample();
+                    self.ttft = self.started.elapsed();
+                    if let Some(ev) = self.accept(id) {
+                        return Ok(ev);
+                    }
+                }
+                State::Decode { next } => {
+                    if self.cancelled() {
+                        return Ok(self.finish(FinishReason::Cancelled));
+                    }
+                    if self.session.kv.len() + 1 > self.session.kv.capacity() {
+                        return Ok(self.finish(FinishReason::ContextFull));
+                    }
+                    let t0 = Instant::now();
+                    self.feed(&[next], Logits::Last)?;
+                    let id = self.sample();
+                    self.decode_time += t0.elapsed();
+                    self.decode_steps += 1;
+                    if let Some(ev) = self.accept(id) {
+                        return Ok(ev);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles a sampled id: end of generation, or a token event (or finish on a stop
+    /// sequence / the token limit).
+    fn accept(&mut self, id: u32) -> Option<Event> {
+        let tok = self.session.engine.tokenizer();
+        if tok.is_eog(id) && !self.session.opts.ignore_eos {
+            return Some(self.finish(FinishReason::EndOfGeneration));
+        }
+        self.generated.push(id);
+        let (text, stop_hit) = self.take_text(id);
+        self.answer.push_str(&text);
+        self.state = State::Decode { next: id };
+        // Emit the text first; the end is reported by the next call.
+        if stop_hit {
+            self.pending_finish = Some(FinishReason::StopSequence);
+        } else if self.generated.len() >= self.session.opts.max_tokens {
+            self.pending_finish = Some(FinishReason::MaxTokens);
+        }
+        Some(Event::Token { text, ids: vec![id] })
+    }
+}
+
+fn rate(n: usize, t: Duration) -> f64 {
+    let s = t.as_secs_f64();
+    if n == 0 || s <= 0.0 {
+        0.0
+    } else {
+        n as f64 / s
+    }
+}
+
+impl Iterator for Generation<'_> {
+    type Item = Result<Event>;
+
+    fn next(&mut self) -> Option<Result<Event>> {
+        if matches!(self.state, State::Finished) {
+            return None;
+        }
+        if let Some(reason) = self.pending_finish.take() {
+            return Some(Ok(self.finish(reason)));
+        }
+        match self.step() {
+            Ok(ev) => Some(Ok(ev)),
+            Err(e) => {
+                self.state = State::Finished;
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! Byte-level BPE (`tokenizer.ggml.model = "gpt2"`): GPT-2 byte-to-unicode mapping, merges
+//! ranked by their position in `tokenizer.ggml.merges`, merged lowest rank first.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use super::pretok::{PreTokenizer, SplitScratch};
+use super::vocab::FxBuild;
+use super::Vocab;
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+
+/// GPT-2's `bytes_to_unicode`: printable Latin-1 bytes stand for themselves, the other 68
+/// bytes map to U+0100.. in byte order, so that every byte is a visible character.
+pub(super) const BYTE_TO_CHAR: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut n = 0u16;
+    let mut b = 0usize;
+    while b < 256 {
+        let printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        if printable {
+            t[b] = b as u16;
+        } else {
+            t[b] = 256 + n;
+            n += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The inverse of [`BYTE_TO_CHAR`], indexed by code point; `NO_BYTE` where none maps there.
+const CHAR_TO_BYTE: [u16; 324] = {
+    let mut t = [NO_BYTE; 324];
+    let mut b = 0usize;
+    while b < 256 {
+        t[BYTE_TO_CHAR[b] as usize] = b as u16;
+        b += 1;
+    }
+    t
+};
+const NO_BYTE: u16 = u16::MAX;
+
+/// Appends the bytes a byte-level token text stands for. Characters outside the mapping
+/// (not produced by GPT-2 conversion) are kept as their own UTF-8.
+pub(super) fn unmap_bytes(text: &str, out: &mut Vec<u8>) {
+    for c in text.chars() {
+        let cp = c as usize;
+        match CHAR_TO_BYTE.get(cp) {
+            Some(&b) if b != NO_BYTE => out.push(b as u8),
+            _ => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+}
+
+pub(super) struct Bpe {
+    pre: PreTokenizer,
+    /// Take a word that is itself a token as is, without merging (llama3-style vocabularies).
+    ignore_merges: bool,
+    /// (left id, right id) packed -> (rank, merged id).
+    merges: HashMap<u64, (u32, u32), FxBuild>,
+    /// Symbol id of each byte's mapped character.
+    byte_sym: [u32; 256],
+}
+
+/// The id of a string that takes part in merges but is not a token: appended to the arena
+/// past the vocabulary, once.
+fn intern_extra(vocab: &mut Vocab, extra: &mut HashMap<Box<[u8]>, u32>, s: &[u8]) -> Result<u32> {
+    if let Some(&id) = extra.get(s) {
+        return Ok(id);
+    }
+    let text = std::str::from_utf8(s).map_err(|_| Error::Tokenizer("merge part is not UTF-8".into()))?;
+    let id = vocab.arena.push(text)?;
+    extra.insert(s.into(), id);
+    Ok(id)
+}
+
+#[inline]
+fn pair(a: u32, b: u32) -> u64 {
+    (a as u64) << 32 | b as u64
+}
+
+impl Bpe {
+    /// Reads the merges. Strings that take part in merges but are not in the vocabulary get
+    /// ids past its end (appended to the arena), so merging works on ids alone.
+    pub(super) fn load(file: &GgufFile, vocab: &mut Vocab, pre: PreTokenizer, ignore_merges: bool) -> Result<Bpe> {
+        const KEY: &str = "tokenizer.ggml.merges";
+        let arr = file.get_array(KEY)?;
+        let strings = arr.strings(file.bytes()).ok_or_else(|| Error::MetadataType {
+            key: KEY.into(),
+            expected: "an array of strings",
+            found: format!("an array of {}", arr.elem.name()),
+        })?;
+        let n_merges = arr.len as usize;
+        let mut extra: HashMap<Box<[u8]>, u32> = HashMap::new();
+        let mut merges = HashMap::with_capacity_and_hasher(n_merges, FxBuild::default());
+
+        // Merges go in chunks: split them, look up all their parts at once (see
+        // `Index::get_many`), then resolve the rare parts that are not tokens.
+        const CHUNK: usize = 256;
+        let mut parts: Vec<(usize, &str, &str)> = Vec::with_capacity(CHUNK);
+        let mut joined = String::new();
+        let mut found = Vec::with_capacity(3 * CHUNK);
+        let mut strings = strings.enumerate().peekable();
+        while strings.peek().is_some() {
+            parts.clear();
+            joined.clear();
+            for (rank, m) in strings.by_ref().take(CHUNK) {
+                // As llama.cpp: split at the first space after the first byte.
+                let Some(sp) = m.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1) else {
+                    continue;
+                };
+                let (left, right) = (&m[..sp], &m[sp + 1..]);
+                if !left.is_empty() && !right.is_empty() {
+                    parts.push((rank, left, right));
+                    joined.push_str(left);
+                    joined.push_str(right);
+                }
+            }
+            let mut keys: Vec<&[u8]> = Vec::with_capacity(3 * parts.len());
+            let mut at = 0;
+            for &(_, l, r) in &parts {
+                let j = &joined.as_bytes()[at..at + l.len() + r.len()];
+                at += j.len();
+                keys.extend_from_slice(&[l.as_bytes(), r.as_bytes(), j]);
+            }
+            found.clear();
+            vocab.index.get_many(&vocab.arena, &keys, &mut found);
+            for (i, &(rank, _, _)) in parts.iter().enumerate() {
+                let mut ids = [0u32; 3];
+                for k in 0..3 {
+                    ids[k] = match found[3 * i + k] {
+                        Some(id) => id,
+                        None => intern_extra(vocab, &mut extra, keys[3 * i + k])?,
+                    };
+                }
+                // The first occurrence of a pair keeps its rank.
+                merges.entry(pair(ids[0], ids[1])).or_insert((rank as u32, ids[2]));
+            }
+        }
+
+        let mut byte_sym = [0u32; 256];
+        for (b, slot) in byte_sym.iter_mut().enumerate() {
+            let c = char::from_u32(BYTE_TO_CHAR[b] as u32).unwrap_or('\u{FFFD}');
+            let mut buf = [0u8; 4];
+            let s = c.encode_utf8(&mut buf).as_bytes();
+            *slot = match vocab.index.get(&vocab.arena, s) {
+                Some(id) => id,
+                None => intern_extra(vocab, &mut extra, s)?,
+            };
+        }
+        Ok(Bpe { pre, ignore_merges, merges, byte_sym })
+    }
+
+    /// Tokenizes plain text (no special tokens in it) onto `out`.
+    pub(super) fn encode(&self, vocab: &Vocab, text: &str, s: &mut BpeScratch, out: &mut Vec<u32>) {
+        s.words.clear();
+        self.pre.split(text, &mut s.split, &mut s.words);
+        for i in 0..s.words.len() {
+            let (a, b) = s.words[i];
+            self.encode_word(vocab, &text.as_bytes()[a..b], s, out);
+        }
+    }
+
+    fn encode_word(&self, vocab: &Vocab, word: &[u8], s: &mut BpeScratch, out: &mut Vec<u32>) {
+        let n_vocab = vocab.n as u32;
+        if self.ignore_merges {
+            s.mapped.clear();
+            for &b in word {
+                s.mapped.push(char::from_u32(BYTE_TO_CHAR[b as usize] as u32).unwrap_or('\u{FFFD}'));
+            }
+            if let Some(id) = vocab.index.get(&vocab.arena, s.mapped.as_bytes()) {
+                out.push(id);
+                return;
+            }
+        }
+
+        let syms = &mut s.syms;
+        syms.clear();
+        let n = word.len();
+        for (i, &b) in word.iter().enumerate() {
+            syms.push(Sym {
+                id: self.byte_sym[b as usize],
+                start: i as u32,
+                end: i as u32 + 1,
+                prev: if i == 0 { NONE } else { i as u32 - 1 },
+                next: if i + 1 < n { i as u32 + 1 } else { NONE },
+            });
+        }
+        let heap = &mut s.heap;
+        heap.clear();
+        for i in 1..n {
+            self.push_pair(syms, heap, i as u32 - 1, i as u32);
+        }
+        // Lowest rank first, then leftmost; an entry is stale when either side has changed since.
+        while let Some(Reverse(Cand { key, left_id, right_id, merged })) = heap.pop() {
+            let l = key as u32;
+            let ls = syms[l as usize];
+            if ls.dead() || ls.id != left_id || ls.next == NONE {
+                continue;
+            }
+            let r = ls.next;
+            let rs = syms[r as usize];
+            if rs.id != right_id {
+                continue;
+            }
+            syms[l as usize].id = merged;
+            syms[l as usize].end = rs.end;
+            syms[l as usize].next = rs.next;
+            syms[r as usize].start = rs.end; // dead: empty span
+            if rs.next != NONE {
+                syms[rs.next as usize].prev = l;
+            }
+            if ls.prev != NONE {
+                self.push_pair(syms, heap, ls.prev, l);
+            }
+            if rs.next != NONE {
+                self.push_pair(syms, heap, l, rs.next);
+            }
+        }
+
+        let mut i = 0u32;
+        while i != NONE && (i as usize) < syms.len() {
+            let sym = syms[i as usize];
+            if sym.id < n_vocab {
+                out.push(sym.id);
+            } else {
+                // A merge result missing from the vocabulary: fall back to its bytes.
+                for &b in &word[sym.start as usize..sym.end as usize] {
+                    let id = self.byte_sym[b as usize];
+                    if id < n_vocab {
+                        out.push(id);
+                    }
+                }
+            }
+            i = sym.next;
+        }
+    }
+
+    #[inline]
+    fn push_pair(&self, syms: &[Sym], heap: &mut BinaryHeap<Reverse<Cand>>, l: u32, r: u32) {
+        let (left_id, right_id) = (syms[l as usize].id, syms[r as usize].id);
+        if let Some(&(rank, merged)) = self.merges.get(&pair(left_id, right_id)) {
+            heap.push(Reverse(Cand { key: (rank as u64) << 32 | l as u64, left_id, right_id, merged }));
+        }
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Sym {
+    id: u32,
+    /// Byte span in the word; empty once merged into its left neighbour.
+    start: u32,
+    end: u32,
+    prev: u32,
+    next: u32,
+}
+
+impl Sym {
+    fn dead(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Cand {
+    /// rank << 32 | left symbol index: orders by rank, then position.
+    key: u64,
+    left_id: u32,
+    right_id: u32,
+    merged: u32,
+}
+
+/// Buffers reused across the words of one call.
+#[derive(Default)]
+pub(super) struct BpeScratch {
+    split: SplitScratch,
+    words: Vec<(usize, usize)>,
+    syms: Vec<Sym>,
+    heap: BinaryHeap<Reverse<Cand>>,
+    mapped: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_map_is_a_bijection() {
+        let mut seen = std::collections::HashSet::new();
+        for (b, &c) in BYTE_TO_CHAR.iter().enumerate() {
+            assert!(seen.insert(c));
+            let mut out = Vec::new();
+            unmap_bytes(&char::from_u32(c as u32).unwrap().to_string(), &mut out);
+            assert_eq!(out, [b as u8]);
+        }
+        assert_eq!(BYTE_TO_CHAR[b' ' as usize], 0x120); // 'Ġ'
+        assert_eq!(BYTE_TO_CHAR[b'\n' as usize], 0x10A); // 'Ċ'
+        assert_eq!(BYTE_TO_CHAR[b'a' as usize], b'a' as u16);
+    }
+}

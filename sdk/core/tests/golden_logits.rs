@@ -1,0 +1,108 @@
+//! The engine against llama.cpp's reference outputs: teacher-forced top-1 wherever the
+//! reference is decisive (margin ≥ 0.5), and the reference's top-10 logits within 0.5 at ≥ 95%
+//! of positions, for every chat and completion case of the three models.
+
+mod common;
+
+use common::*;
+use tern::{Engine, EngineOptions};
+
+const MARGIN: f64 = 0.5;
+const LOGIT_TOLERANCE: f64 = 0.5;
+const MIN_CLOSE_FRACTION: f64 = 0.95;
+
+struct Report {
+    positions: usize,
+    decisive: usize,
+    top1_mismatch: Vec<String>,
+    close: usize,
+    max_dev: f64,
+}
+
+fn check_model(file: &str, kernels: Option<&str>) -> Report {
+    let engine = Engine::load(model_path(file), EngineOptions { kernels: kernels.map(String::from), ..Default::default() })
+        .expect("model loads");
+    let g = golden(file);
+    let mut r = Report { positions: 0, decisive: 0, top1_mismatch: Vec::new(), close: 0, max_dev: 0.0 };
+    let cases = ["chat", "completions"]
+        .iter()
+        .flat_map(|k| g[*k].as_array().cloned().unwrap_or_default().into_iter().map(move |c| (*k, c)));
+    for (kind, case) in cases {
+        let prompt = ids(&case["prompt_ids"]);
+        let greedy = ids(&case["greedy"]);
+        let steps = case["steps"].as_array().expect("steps");
+        let mut input = prompt.clone();
+        input.extend_from_slice(&greedy[..greedy.len().saturating_sub(1)]);
+        let first = prompt.len() - 1;
+        engine
+            .for_each_logits(&input, |pos, logits| {
+                if pos < first || pos - first >= steps.len() {
+                    return;
+                }
+                let j = pos - first;
+                let step = &steps[j];
+                let top10 = step["top10"].as_array().expect("top10");
+                let margin = step["margin"].as_f64().unwrap_or(0.0);
+                r.positions += 1;
+                let ref_top1 = top10[0][0].as_u64().expect("id") as usize;
+                let ours_top1 = tern::sampling::argmax(logits) as usize;
+                if margin >= MARGIN {
+                    r.decisive += 1;
+                    if ours_top1 != ref_top1 {
+                        r.top1_mismatch.push(format!("{kind} step {j}: ours {ours_top1} ref {ref_top1} (margin {margin})"));
+                    }
+                }
+                let mut worst = 0.0f64;
+                for pair in top10 {
+                    let id = pair[0].as_u64().expect("id") as usize;
+                    let want = pair[1].as_f64().expect("logit");
+                    worst = worst.max((logits[id] as f64 - want).abs());
+                }
+                r.max_dev = r.max_dev.max(worst);
+                if worst <= LOGIT_TOLERANCE {
+                    r.close += 1;
+                }
+            })
+            .expect("forward pass");
+    }
+    r
+}
+
+fn assert_model(file: &str) {
+    let r = check_model(file, None);
+    let frac = r.close as f64 / r.positions as f64;
+    eprintln!(
+        "{file}: {} positions, {} decisive, {} top-1 mismatches, {:.1}% within {LOGIT_TOLERANCE} (max deviation {:.3})",
+        r.positions,
+        r.decisive,
+        r.top1_mismatch.len(),
+        frac * 100.0,
+        r.max_dev
+    );
+    assert!(r.positions > 0);
+    assert!(r.top1_mismatch.is_empty(), "{file}: top-1 differs at {:?}", r.top1_mismatch);
+    assert!(frac >= MIN_CLOSE_FRACTION, "{file}: only {:.1}% of positions within tolerance", frac * 100.0);
+}
+
+#[test]
+fn smollm2_matches_reference() {
+    assert_model(SMOLLM2);
+}
+
+#[test]
+fn qwen2_matches_reference() {
+    assert_model(QWEN2);
+}
+
+#[test]
+fn gemma3_matches_reference() {
+    assert_model(GEMMA3);
+}
+
+/// The scalar reference kernels give the same verdicts (they are what the fast paths are held to).
+#[test]
+fn smollm2_matches_reference_with_scalar_kernels() {
+    let r = check_model(SMOLLM2, Some("reference"));
+    assert!(r.top1_mismatch.is_empty(), "{:?}", r.top1_mismatch);
+    assert!(r.close as f64 / r.positions as f64 >= MIN_CLOSE_FRACTION);
+}
