@@ -100,12 +100,13 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
     }
     list.push(Step::new("models", || models::ensure(&models::MODELS.iter().collect::<Vec<_>>())));
     list.push(Step::new("cargo test", move || {
-        // Release: the tests run real models, and debug builds would take minutes per test.
+        // The test profile is optimised (see Cargo.toml) without release's LTO link time.
+        // No fail-fast inside cargo: one run should list every failing test binary.
         let mut cmd = cargo();
         cmd.current_dir(&root)
-            .args(["test", "--workspace", "--release"])
+            .args(["test", "--workspace", "--no-fail-fast"])
             .env("TERN_MODEL_DIR", &model_dir);
-        run_cmd(&mut cmd, "cargo test --workspace --release")
+        run_cmd(&mut cmd, "cargo test --workspace --no-fail-fast")
     }));
     steps::run_all(if ci { "ci" } else { "test" }, list)
 }
@@ -115,12 +116,7 @@ fn demo_cmd(args: &[String]) -> Result<(), TaskError> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--prompt" => {
-                prompt = it
-                    .next()
-                    .ok_or_else(|| TaskError::Usage("--prompt needs a value".into()))?
-                    .clone()
-            }
+            "--prompt" => prompt = it.next().ok_or_else(|| TaskError::Usage("--prompt needs a value".into()))?.clone(),
             s => match s.strip_prefix("--prompt=") {
                 Some(p) => prompt = p.to_owned(),
                 None => return Err(TaskError::Usage(format!("unknown argument `{s}`"))),

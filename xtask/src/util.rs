@@ -86,9 +86,21 @@ fn cpu_model() -> Option<String> {
 fn cpu_features() -> String {
     const WANTED: &[&str] = &[
         // x86-64
-        "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni", "amx_int8",
+        "avx2",
+        "fma",
+        "f16c",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "avx512_vnni",
+        "avx_vnni",
+        "amx_int8",
         // aarch64 (/proc/cpuinfo "Features")
-        "asimd", "asimddp", "i8mm", "fphp", "sve",
+        "asimd",
+        "asimddp",
+        "i8mm",
+        "fphp",
+        "sve",
     ];
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let flags: Vec<&str> = info

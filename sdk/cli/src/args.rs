@@ -30,7 +30,9 @@ impl ModelArgs {
             Some(d) => PathBuf::from(d),
             None => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
                 Some(h) => PathBuf::from(h).join(".cache/tern/models"),
-                None => return Err(CliError::Usage("no --model given and neither TERN_MODEL_DIR nor HOME is set".into())),
+                None => {
+                    return Err(CliError::Usage("no --model given and neither TERN_MODEL_DIR nor HOME is set".into()))
+                }
             },
         };
         let path = dir.join(DEFAULT_MODEL_FILE);

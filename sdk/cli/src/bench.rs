@@ -116,7 +116,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
     bar.finish_and_clear();
 
     let report = Report {
-        model: loaded.path.file_name().map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        model: loaded
+            .path
+            .file_name()
+            .map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned()),
         architecture: info.architecture.clone(),
         kernels: info.kernels.to_owned(),
         threads: info.threads,
@@ -143,7 +146,10 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
         let (lo, hi) = runs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
         format!("{lo:.2} .. {hi:.2}")
     };
-    out.line(&format!("| {:<36} | {:>7} | {:>6} | {:>10} | {:>20} |", "model", "threads", "test", "t/s", "min .. max"))?;
+    out.line(&format!(
+        "| {:<36} | {:>7} | {:>6} | {:>10} | {:>20} |",
+        "model", "threads", "test", "t/s", "min .. max"
+    ))?;
     out.line(&format!("| {:-<36} | {:->7} | {:->6} | {:->10} | {:->20} |", "", "", "", "", ""))?;
     for (test, tps, runs) in [
         (format!("pp{}", r.prompt_tokens), r.prefill_tps, &r.prefill_tps_runs),

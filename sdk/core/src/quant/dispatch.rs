@@ -109,7 +109,13 @@ fn dot_bytes<W: Block, A: Block>(n: usize, w: &[u8], a: &[u8], f: impl Fn(&[W], 
 }
 
 #[inline]
-fn mat_vec_bytes<W: Block, A: Block>(n: usize, w: &[u8], a: &[u8], out: &mut [f32], f: impl Fn(&[W], &[A], &mut [f32])) {
+fn mat_vec_bytes<W: Block, A: Block>(
+    n: usize,
+    w: &[u8],
+    a: &[u8],
+    out: &mut [f32],
+    f: impl Fn(&[W], &[A], &mut [f32]),
+) {
     let rows = out.len();
     if n % W::ELEMS != 0 {
         return;
@@ -162,7 +168,7 @@ fn rows<W: Block, A: Block>(w: &[W], a: &[A], out: &mut [f32], dot: impl Fn(&[W]
 }
 
 /// Declares the byte-level `fn` items of one kernel set (they must be plain `fn`s to fit the
-/// pointer types). `$call` receives the typed slices.
+/// pointer types). Each `=> expr` is called with the typed block slices.
 macro_rules! byte_fns {
     (
         dot { $($dname:ident: $W:ty, $A:ty => $dot:expr;)* }

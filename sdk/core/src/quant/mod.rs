@@ -5,6 +5,14 @@
 //! [`ActBuf`] with `quantize(w.activation_type())`, then call `vec_dot(w)` (or `mat_vec(w)`)
 //! per weight row. All byte-level functions check sizes and never panic: a row that is too
 //! short yields `0.0` (dot products) or leaves the output untouched (everything else).
+//!
+//! Alignment: kernels view bytes as blocks in place when they are aligned for the block type
+//! (2 bytes for f16-scaled blocks, 4 for Q8_K and f32). GGUF tensor data and [`ActBuf`] always
+//! are; any other buffer still works, through a copy into aligned scratch (slower, same result).
+//!
+//! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C) and `neon`
+//! (aarch64). There is no AVX-512 set: its intrinsics need a newer Rust than our minimum (1.85),
+//! and on CPUs that have it the AVX2 set is used.
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;

@@ -323,8 +323,11 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
         }
         let mut sumi = 0i32;
         for (g, &sc) in x.scales.iter().enumerate() {
-            let s: i32 =
-                q6[16 * g..16 * g + 16].iter().zip(&y.qs[16 * g..16 * g + 16]).map(|(&p, &q)| p as i32 * q as i32).sum();
+            let s: i32 = q6[16 * g..16 * g + 16]
+                .iter()
+                .zip(&y.qs[16 * g..16 * g + 16])
+                .map(|(&p, &q)| p as i32 * q as i32)
+                .sum();
             sumi += sc as i32 * s;
         }
         sumf += x.d.to_f32() * y.d * sumi as f32;

@@ -196,7 +196,17 @@ fn act_buf_is_aligned_and_sized() {
 #[test]
 fn activation_types_and_tables_are_complete() {
     use GgmlType::*;
-    let expect = [(F32, F32), (F16, F32), (BF16, F32), (Q4_0, Q8_0), (Q4_1, Q8_1), (Q5_0, Q8_0), (Q8_0, Q8_0), (Q4_K, Q8_K), (Q6_K, Q8_K)];
+    let expect = [
+        (F32, F32),
+        (F16, F32),
+        (BF16, F32),
+        (Q4_0, Q8_0),
+        (Q4_1, Q8_1),
+        (Q5_0, Q8_0),
+        (Q8_0, Q8_0),
+        (Q4_K, Q8_K),
+        (Q6_K, Q8_K),
+    ];
     for (w, a) in expect {
         assert_eq!(w.activation_type(), a);
     }
@@ -204,7 +214,12 @@ fn activation_types_and_tables_are_complete() {
     assert_eq!(kernels[0].isa, "reference");
     for k in &kernels {
         for w in WEIGHT_TYPES {
-            assert!(k.vec_dot(w).is_some() && k.mat_vec(w).is_some() && k.dequantize(w).is_some(), "{} {}", k.isa, w.name());
+            assert!(
+                k.vec_dot(w).is_some() && k.mat_vec(w).is_some() && k.dequantize(w).is_some(),
+                "{} {}",
+                k.isa,
+                w.name()
+            );
             assert!(k.quantize(w.activation_type()).is_some());
         }
         for t in [Q8_1, Q8_K] {
@@ -255,7 +270,14 @@ fn q4k_scale_unpacking_agrees() {
 #[test]
 fn known_layouts() {
     let one = f16::from_f32(1.0);
-    let b = BlockQ4_0 { d: f16::from_f32(0.5), qs: { let mut q = [0x88; 16]; q[0] = 0x2F; q } };
+    let b = BlockQ4_0 {
+        d: f16::from_f32(0.5),
+        qs: {
+            let mut q = [0x88; 16];
+            q[0] = 0x2F;
+            q
+        },
+    };
     let mut y = [0.0; 32];
     r::dequantize_row_q4_0(&[b], &mut y);
     assert_eq!((y[0], y[16], y[1]), (3.5, -3.0, 0.0));
@@ -273,7 +295,10 @@ fn known_layouts() {
     b.ql[64] = 0x05;
     let mut y = [0.0; 256];
     r::dequantize_row_q6_k(&[b], &mut y);
-    assert_eq!((y[0], y[32], y[64], y[96]), (1.0 - 32.0, 3.0 + 16.0 - 32.0, 2.0 * (2.0 + 32.0 - 32.0), 4.0 + 48.0 - 32.0));
+    assert_eq!(
+        (y[0], y[32], y[64], y[96]),
+        (1.0 - 32.0, 3.0 + 16.0 - 32.0, 2.0 * (2.0 + 32.0 - 32.0), 4.0 + 48.0 - 32.0)
+    );
     assert_eq!(y[128], 5.0 - 32.0, "second half starts at ql[64]");
 
     let mut b = BlockQ4K { d: one, dmin: one, scales: [0; 12], qs: [0; 128] };
@@ -328,7 +353,10 @@ fn q8_quantization_round_trips() {
                     }
                 }
                 _ => {
-                    assert!(as_blocks::<BlockQ8_0>(a.as_bytes()).unwrap().iter().all(|b| b.qs.iter().all(|&q| q != -128)));
+                    assert!(as_blocks::<BlockQ8_0>(a.as_bytes())
+                        .unwrap()
+                        .iter()
+                        .all(|b| b.qs.iter().all(|&q| q != -128)));
                 }
             }
         }
@@ -438,7 +466,13 @@ fn mat_vec_equals_row_dots() {
             (k.mat_vec(w_type).unwrap())(n, w.as_bytes(), a.as_bytes(), &mut out);
             for (r, &o) in out.iter().enumerate() {
                 let row = &w.as_bytes()[r * row_bytes..(r + 1) * row_bytes];
-                assert_eq!(o, (k.vec_dot(w_type).unwrap())(n, row, a.as_bytes()), "{} {} row {r}", k.isa, w_type.name());
+                assert_eq!(
+                    o,
+                    (k.vec_dot(w_type).unwrap())(n, row, a.as_bytes()),
+                    "{} {} row {r}",
+                    k.isa,
+                    w_type.name()
+                );
             }
             // Too few weight bytes for the rows asked: untouched.
             let mut out = vec![f32::NAN; rows + 1];

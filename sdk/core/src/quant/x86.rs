@@ -107,10 +107,8 @@ unsafe fn dot_u8_i8(x: __m256i, y: __m256i) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn scale_pair(w0: f16, w1: f16, a0: f16, a1: f16) -> (__m256, __m256) {
-    let bits = w0.to_bits() as u64
-        | (w1.to_bits() as u64) << 16
-        | (a0.to_bits() as u64) << 32
-        | (a1.to_bits() as u64) << 48;
+    let bits =
+        w0.to_bits() as u64 | (w1.to_bits() as u64) << 16 | (a0.to_bits() as u64) << 32 | (a1.to_bits() as u64) << 48;
     let v = _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64));
     let p = _mm_mul_ps(v, _mm_movehl_ps(v, v));
     (_mm256_broadcastss_ps(p), _mm256_broadcastss_ps(_mm_movehdup_ps(p)))
@@ -362,7 +360,10 @@ pub unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     dot_f32_lanes!(
         w,
         a,
-        |i| _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(w.as_ptr().add(i).cast())), 16)),
+        |i| _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128(w.as_ptr().add(i).cast())),
+            16
+        )),
         |j| w[j].to_f32()
     )
 }

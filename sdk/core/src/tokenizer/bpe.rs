@@ -5,7 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::pretok::{PreTokenizer, SplitScratch};
-use super::vocab::FxBuild;
+use super::vocab::{pack, PairMap};
 use super::Vocab;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
@@ -61,7 +61,7 @@ pub(super) struct Bpe {
     /// Take a word that is itself a token as is, without merging (llama3-style vocabularies).
     ignore_merges: bool,
     /// (left id, right id) packed -> (rank, merged id).
-    merges: HashMap<u64, (u32, u32), FxBuild>,
+    merges: PairMap,
     /// Symbol id of each byte's mapped character.
     byte_sym: [u32; 256],
 }
@@ -78,11 +78,6 @@ fn intern_extra(vocab: &mut Vocab, extra: &mut HashMap<Box<[u8]>, u32>, s: &[u8]
     Ok(id)
 }
 
-#[inline]
-fn pair(a: u32, b: u32) -> u64 {
-    (a as u64) << 32 | b as u64
-}
-
 impl Bpe {
     /// Reads the merges. Strings that take part in merges but are not in the vocabulary get
     /// ids past its end (appended to the arena), so merging works on ids alone.
@@ -96,11 +91,12 @@ impl Bpe {
         })?;
         let n_merges = arr.len as usize;
         let mut extra: HashMap<Box<[u8]>, u32> = HashMap::new();
-        let mut merges = HashMap::with_capacity_and_hasher(n_merges, FxBuild::default());
+        let mut merges = PairMap::with_capacity(n_merges);
 
         // Merges go in chunks: split them, look up all their parts at once (see
         // `Index::get_many`), then resolve the rare parts that are not tokens.
         const CHUNK: usize = 256;
+        let mut entries = Vec::with_capacity(CHUNK);
         let mut parts: Vec<(usize, &str, &str)> = Vec::with_capacity(CHUNK);
         let mut joined = String::new();
         let mut found = Vec::with_capacity(3 * CHUNK);
@@ -129,17 +125,19 @@ impl Bpe {
             }
             found.clear();
             vocab.index.get_many(&vocab.arena, &keys, &mut found);
+            entries.clear();
             for (i, &(rank, _, _)) in parts.iter().enumerate() {
                 let mut ids = [0u32; 3];
-                for k in 0..3 {
-                    ids[k] = match found[3 * i + k] {
+                for (k, id) in ids.iter_mut().enumerate() {
+                    *id = match found[3 * i + k] {
                         Some(id) => id,
                         None => intern_extra(vocab, &mut extra, keys[3 * i + k])?,
                     };
                 }
-                // The first occurrence of a pair keeps its rank.
-                merges.entry(pair(ids[0], ids[1])).or_insert((rank as u32, ids[2]));
+                entries.push((pack(ids[0], ids[1]), rank as u32, ids[2]));
             }
+            // The first occurrence of a pair keeps its rank.
+            merges.insert_many(&entries);
         }
 
         let mut byte_sym = [0u32; 256];
@@ -243,7 +241,7 @@ impl Bpe {
     #[inline]
     fn push_pair(&self, syms: &[Sym], heap: &mut BinaryHeap<Reverse<Cand>>, l: u32, r: u32) {
         let (left_id, right_id) = (syms[l as usize].id, syms[r as usize].id);
-        if let Some(&(rank, merged)) = self.merges.get(&pair(left_id, right_id)) {
+        if let Some((rank, merged)) = self.merges.get(pack(left_id, right_id)) {
             heap.push(Reverse(Cand { key: (rank as u64) << 32 | l as u64, left_id, right_id, merged }));
         }
     }

@@ -68,6 +68,8 @@ enum Model {
     Spm(Box<Spm>),
 }
 
+/// A model's tokenizer, built once from its GGUF metadata; immutable, so one instance
+/// serves every thread.
 pub struct Tokenizer {
     vocab: Vocab,
     attrs: Vec<u16>,
@@ -83,10 +85,13 @@ pub struct Tokenizer {
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tokenizer")
-            .field("model", &match self.model {
-                Model::Bpe(_) => "bpe",
-                Model::Spm(_) => "spm",
-            })
+            .field(
+                "model",
+                &match self.model {
+                    Model::Bpe(_) => "bpe",
+                    Model::Spm(_) => "spm",
+                },
+            )
             .field("vocab_size", &self.vocab.n)
             .field("bos", &self.bos)
             .field("eos", &self.eos)
@@ -146,7 +151,9 @@ impl Tokenizer {
         let is_spm = match model_name {
             "llama" => true,
             "gpt2" => false,
-            other => return Err(Error::Tokenizer(format!("unsupported tokenizer model `{other}` (supported: gpt2, llama)"))),
+            other => {
+                return Err(Error::Tokenizer(format!("unsupported tokenizer model `{other}` (supported: gpt2, llama)")))
+            }
         };
 
         let mut vocab = read_vocab(file)?;
@@ -166,7 +173,8 @@ impl Tokenizer {
         }
 
         // Special tokens llama.cpp finds by their text; each is forced to control type.
-        let lookup = |vocab: &Vocab, texts: &[&str]| texts.iter().find_map(|t| vocab.index.get(&vocab.arena, t.as_bytes()));
+        let lookup =
+            |vocab: &Vocab, texts: &[&str]| texts.iter().find_map(|t| vocab.index.get(&vocab.arena, t.as_bytes()));
         let by_text = |key: &str, texts: &[&str], attrs: &mut [u16]| -> Result<Option<u32>> {
             let found = match id_key(key)? {
                 Some(id) => Some(id),
@@ -205,10 +213,12 @@ impl Tokenizer {
         eog.sort_unstable();
         eog.dedup();
 
-        let pre_name = match file.get("tokenizer.ggml.pre") {
-            Some(_) => Some(file.get_str("tokenizer.ggml.pre")?),
+        let pre = match file.get("tokenizer.ggml.pre") {
+            Some(_) => PreTokenizer::from_name(file.get_str("tokenizer.ggml.pre")?),
             None => None,
         };
+        // llama3-style vocabularies start prompts with BOS by default, as in llama.cpp.
+        let llama3 = !is_spm && pre == Some(PreTokenizer::Llama3 { max_digits: 3 });
         let model = if is_spm {
             let scores = read_scores(file, n)?;
             let add_space_prefix = opt_bool(file, "tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
@@ -216,13 +226,10 @@ impl Tokenizer {
         } else {
             // Unknown or missing `pre`: the plain GPT-2 pattern, the common ancestor of all
             // byte-level pre-tokenizers (a best effort; ids may differ from the model's own).
-            let pre = pre_name.and_then(PreTokenizer::from_name).unwrap_or(PreTokenizer::Gpt2);
-            let ignore_merges = matches!(pre, PreTokenizer::Llama3 { max_digits: 3 });
-            Model::Bpe(Box::new(Bpe::load(file, &mut vocab, pre, ignore_merges)?))
+            let pre = pre.unwrap_or(PreTokenizer::Gpt2);
+            Model::Bpe(Box::new(Bpe::load(file, &mut vocab, pre, llama3)?))
         };
-
-        let llama3_like = matches!(&model, Model::Bpe(_)) && matches!(pre_name.and_then(PreTokenizer::from_name), Some(PreTokenizer::Llama3 { max_digits: 3 }));
-        let add_bos = opt_bool(file, "tokenizer.ggml.add_bos_token")?.unwrap_or(is_spm || llama3_like);
+        let add_bos = opt_bool(file, "tokenizer.ggml.add_bos_token")?.unwrap_or(is_spm || llama3);
 
         let special = SpecialMatcher::new(&vocab.arena, &attrs);
         Ok(Tokenizer { vocab, attrs, model, special, bos, eos, add_bos, eog })
@@ -387,7 +394,8 @@ fn read_vocab(file: &GgufFile) -> Result<Vocab> {
         expected: "an array of strings",
         found: format!("an array of {}", arr.elem.name()),
     })?;
-    let n = usize::try_from(arr.len).map_err(|_| Error::Tokenizer(format!("{} tokens do not fit in memory", arr.len)))?;
+    let n =
+        usize::try_from(arr.len).map_err(|_| Error::Tokenizer(format!("{} tokens do not fit in memory", arr.len)))?;
     if n == 0 || n > u32::MAX as usize / 2 {
         return Err(Error::Tokenizer(format!("vocabulary of {n} tokens")));
     }

@@ -5,7 +5,7 @@
 //! llama.cpp rescans the text once per special token (thousands for Gemma); here one pass
 //! finds every occurrence of every special text, and the claiming replays that order.
 
-use super::vocab::{Arena, Index};
+use super::vocab::Arena;
 use super::{attr, Vocab};
 
 pub(super) enum Fragment<'a> {
@@ -14,13 +14,13 @@ pub(super) enum Fragment<'a> {
 }
 
 pub(super) struct SpecialMatcher {
-    /// Special text -> id.
-    index: Index,
-    /// Per first byte: the distinct lengths of special texts starting with it, longest first.
-    lens: Vec<Vec<u32>>,
+    /// Special token ids sorted by text (then id): the tokens sharing a prefix are a range,
+    /// which a walk over the input narrows byte by byte, like a trie without the nodes.
+    sorted: Vec<u32>,
+    /// Per first byte, the range of `sorted` whose texts start with it.
+    first: Vec<(u32, u32)>,
     /// Whether any special token applies when special parsing is off (user-defined ones).
     any_plain: bool,
-    any: bool,
 }
 
 /// Whether a token is matched in the input at all, and whether also with special parsing off.
@@ -31,52 +31,75 @@ fn applies(a: u16, parse_special: bool) -> bool {
     special && (parse_special || a & (attr::CONTROL | attr::UNKNOWN) == 0)
 }
 
+/// Byte `k` of a text, below every byte when the text is shorter.
+fn byte_at(text: &[u8], k: usize) -> i16 {
+    text.get(k).map_or(-1, |&b| b as i16)
+}
+
 impl SpecialMatcher {
     pub(super) fn new(arena: &Arena, attrs: &[u16]) -> Self {
-        let ids: Vec<u32> = (0..attrs.len() as u32)
+        let mut sorted: Vec<u32> = (0..attrs.len() as u32)
             .filter(|&id| applies(attrs[id as usize], true) && !arena.get(id).is_empty())
             .collect();
-        let mut index = Index::with_capacity(ids.len());
-        let mut lens: Vec<Vec<u32>> = vec![Vec::new(); 256];
-        let mut any_plain = false;
-        for &id in &ids {
-            let text = arena.get(id).as_bytes();
-            index.insert(arena, id);
-            let l = &mut lens[text[0] as usize];
-            if !l.contains(&(text.len() as u32)) {
-                l.push(text.len() as u32);
+        sorted.sort_unstable_by(|&a, &b| arena.get(a).cmp(arena.get(b)).then(a.cmp(&b)));
+        let mut first = vec![(0u32, 0u32); 256];
+        let mut i = 0;
+        while i < sorted.len() {
+            let b = arena.get(sorted[i]).as_bytes()[0];
+            let start = i;
+            while i < sorted.len() && arena.get(sorted[i]).as_bytes()[0] == b {
+                i += 1;
             }
-            any_plain |= applies(attrs[id as usize], false);
+            first[b as usize] = (start as u32, i as u32);
         }
-        for l in &mut lens {
-            l.sort_unstable_by(|a, b| b.cmp(a));
+        let any_plain = sorted.iter().any(|&id| applies(attrs[id as usize], false));
+        SpecialMatcher { sorted, first, any_plain }
+    }
+
+    /// Calls `found(id, len)` for every special text that starts `bytes`, shortest first.
+    fn prefixes_of(&self, arena: &Arena, bytes: &[u8], mut found: impl FnMut(u32, usize)) {
+        let Some(&b0) = bytes.first() else { return };
+        let (mut lo, mut hi) = (self.first[b0 as usize].0 as usize, self.first[b0 as usize].1 as usize);
+        let mut k = 1;
+        while lo < hi {
+            // All texts in the range share `bytes[..k]`; one of exactly that length sorts first.
+            let text = arena.get(self.sorted[lo]).as_bytes();
+            if text.len() == k {
+                found(self.sorted[lo], k);
+            }
+            let Some(&c) = bytes.get(k) else { break };
+            let c = c as i16;
+            let range = &self.sorted[lo..hi];
+            let a = range.partition_point(|&id| byte_at(arena.get(id).as_bytes(), k) < c);
+            let b = range.partition_point(|&id| byte_at(arena.get(id).as_bytes(), k) <= c);
+            (lo, hi) = (lo + a, lo + b);
+            k += 1;
         }
-        SpecialMatcher { index, lens, any_plain, any: !ids.is_empty() }
     }
 
     /// Splits `text` into plain-text fragments and special tokens, in order.
-    pub(super) fn partition<'t>(&self, vocab: &Vocab, attrs: &[u16], text: &'t str, parse_special: bool) -> Vec<Fragment<'t>> {
+    pub(super) fn partition<'t>(
+        &self,
+        vocab: &Vocab,
+        attrs: &[u16],
+        text: &'t str,
+        parse_special: bool,
+    ) -> Vec<Fragment<'t>> {
         let bytes = text.as_bytes();
         if text.is_empty() {
             return Vec::new();
         }
-        if !(self.any && (parse_special || self.any_plain)) {
+        if self.sorted.is_empty() || !(parse_special || self.any_plain) {
             return vec![Fragment::Text(text)];
         }
         // Every occurrence of every applicable special text: (length, id, start).
         let mut occ: Vec<(u32, u32, usize)> = Vec::new();
         for pos in 0..bytes.len() {
-            for &len in &self.lens[bytes[pos] as usize] {
-                let end = pos + len as usize;
-                if end > bytes.len() {
-                    continue;
+            self.prefixes_of(&vocab.arena, &bytes[pos..], |id, len| {
+                if applies(attrs[id as usize], parse_special) {
+                    occ.push((len as u32, id, pos));
                 }
-                if let Some(id) = self.index.get(&vocab.arena, &bytes[pos..end]) {
-                    if applies(attrs[id as usize], parse_special) {
-                        occ.push((len, id, pos));
-                    }
-                }
-            }
+            });
         }
         if occ.is_empty() {
             return vec![Fragment::Text(text)];

@@ -162,9 +162,8 @@ fn special_partition_longest_first_and_user_defined() {
 
 /// A byte-level BPE vocabulary: the 256 byte characters, then `extra`, with `merges`.
 fn bpe_tokenizer(extra: &[(&str, i32)], merges: &[&str], pre: &str) -> Tokenizer {
-    let mut toks: Vec<(String, i32)> = (0..256)
-        .map(|b| (char::from_u32(bpe::BYTE_TO_CHAR[b] as u32).unwrap().to_string(), 1))
-        .collect();
+    let mut toks: Vec<(String, i32)> =
+        (0..256).map(|b| (char::from_u32(bpe::BYTE_TO_CHAR[b] as u32).unwrap().to_string(), 1)).collect();
     toks.extend(extra.iter().map(|&(t, ty)| (t.to_string(), ty)));
     gguf_tokenizer(vec![
         ("tokenizer.ggml.model", Meta::Str("gpt2")),
@@ -223,4 +222,23 @@ fn stream_decoder_matches_decode() {
     all.push_str(&dec.finish());
     assert_eq!(all, text);
     assert_eq!(tok.decode(&ids, true), text);
+}
+
+#[test]
+fn tokenizer_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Tokenizer>();
+}
+
+#[test]
+fn decode_bytes_skips_control_tokens() {
+    let tok = spm_tokenizer(&[("a", -1.0, 1), ("<u>", 0.0, 4)], false);
+    let ids = tok.encode("a<u>é", true, false).unwrap();
+    assert_eq!(texts(&tok, &ids), ["<s>", "a", "<u>", "<0xC3>", "<0xA9>"]);
+    assert_eq!(tok.decode_bytes(&ids), "a<u>é".as_bytes());
+    // Cut inside 'é': the bytes are returned as they are.
+    assert_eq!(tok.decode_bytes(&ids[..4]), b"a<u>\xC3");
+    assert_eq!(tok.token_to_bytes(1, false), b"");
+    assert_eq!(tok.token_to_bytes(1, true), b"<s>");
+    assert_eq!(tok.token_to_bytes(u32::MAX, true), b"");
 }

@@ -1,10 +1,9 @@
-//! Token strings stored in one arena, and an open-addressing index from text to id.
+//! Token strings stored in one arena, an open-addressing index from text to id, and the BPE
+//! merge table.
 //!
 //! A 262k-entry vocabulary as 262k `String`s (plus a `HashMap<String, u32>` holding a second
 //! copy) costs half a million allocations at load; the arena is one allocation and the index
-//! stores only ids, comparing against the arena on a hash match.
-
-use std::hash::{BuildHasherDefault, Hasher};
+//! holds ids and arena positions, comparing texts only on a hash match.
 
 use crate::error::{Error, Result};
 
@@ -40,24 +39,6 @@ fn fmix64(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
-/// `Hasher` for integer keys (the merge table's packed id pairs).
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = (self.0.rotate_left(5) ^ hash_bytes(bytes)).wrapping_mul(SEED);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = fmix64(self.0.rotate_left(5) ^ v);
-    }
-}
-
-pub(super) type FxBuild = BuildHasherDefault<FxHasher>;
-
 /// All strings back to back; string `i` is `text[offs[i]..offs[i + 1]]`.
 pub(super) struct Arena {
     text: String,
@@ -74,8 +55,8 @@ impl Arena {
     pub(super) fn push(&mut self, s: &str) -> Result<u32> {
         let id = self.len() as u32;
         self.text.push_str(s);
-        let end = u32::try_from(self.text.len())
-            .map_err(|_| Error::Tokenizer("vocabulary text exceeds 4 GiB".into()))?;
+        let end =
+            u32::try_from(self.text.len()).map_err(|_| Error::Tokenizer("vocabulary text exceeds 4 GiB".into()))?;
         self.offs.push(end);
         Ok(id)
     }
@@ -157,11 +138,6 @@ impl Index {
     }
 
     /// Adds `id` unless its text is already present; returns the id already holding it.
-    pub(super) fn insert(&mut self, arena: &Arena, id: u32) -> Option<u32> {
-        let h = hash_bytes(arena.get(id).as_bytes());
-        self.insert_hashed(arena, id, h)
-    }
-
     fn insert_hashed(&mut self, arena: &Arena, id: u32, h: u64) -> Option<u32> {
         let i = id as usize;
         let (off, end) = (arena.offs[i], arena.offs[i + 1]);
@@ -237,6 +213,75 @@ impl Index {
     }
 }
 
+/// (left id, right id) -> (rank, merged id): the BPE merge table, open addressing like
+/// [`Index`] and filled in batches for the same reason.
+pub(super) struct PairMap {
+    slots: Vec<PairSlot>,
+    mask: usize,
+}
+
+#[derive(Clone, Copy)]
+struct PairSlot {
+    key: u64,
+    rank: u32,
+    merged: u32,
+}
+
+/// No real pair packs to this: ids stay below `u32::MAX`.
+const NO_PAIR: u64 = u64::MAX;
+
+#[inline]
+pub(super) fn pack(left: u32, right: u32) -> u64 {
+    (left as u64) << 32 | right as u64
+}
+
+impl PairMap {
+    pub(super) fn with_capacity(n: usize) -> Self {
+        let cap = (n.max(4) + n / 2).next_power_of_two();
+        PairMap { slots: vec![PairSlot { key: NO_PAIR, rank: 0, merged: 0 }; cap], mask: cap - 1 }
+    }
+
+    /// Adds `(key, rank, merged)` entries; a key already present keeps its first entry.
+    pub(super) fn insert_many(&mut self, entries: &[(u64, u32, u32)]) {
+        for chunk in entries.chunks(BATCH) {
+            let mut sink = 0u32;
+            for &(key, _, _) in chunk {
+                sink ^= self.slots[fmix64(key) as usize & self.mask].rank;
+            }
+            std::hint::black_box(sink);
+            for &(key, rank, merged) in chunk {
+                let mut i = fmix64(key) as usize & self.mask;
+                loop {
+                    let slot = &mut self.slots[i];
+                    if slot.key == NO_PAIR {
+                        *slot = PairSlot { key, rank, merged };
+                        break;
+                    }
+                    if slot.key == key {
+                        break;
+                    }
+                    i = (i + 1) & self.mask;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn get(&self, key: u64) -> Option<(u32, u32)> {
+        let mut i = fmix64(key) as usize & self.mask;
+        loop {
+            let slot = self.slots[i];
+            if slot.key == key {
+                return Some((slot.rank, slot.merged));
+            }
+            if slot.key == NO_PAIR {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,19 +290,41 @@ mod tests {
     fn arena_index_roundtrip() {
         let words = ["a", "b", "ab", "", "hello world", "ab"];
         let mut arena = Arena::with_capacity(words.len(), 32);
-        let mut index = Index::with_capacity(words.len());
-        let mut dups = Vec::new();
         for w in words {
-            let id = arena.push(w).unwrap();
-            if let Some(first) = index.insert(&arena, id) {
-                dups.push((first, id));
-            }
+            arena.push(w).unwrap();
         }
-        assert_eq!(dups, vec![(2, 5)]);
+        // Enough keys for several batches and probe chains.
+        for i in 0..1000 {
+            arena.push(&format!("k{i}")).unwrap();
+        }
+        let index = Index::build(&arena, arena.len());
+        for i in 0..1000u32 {
+            assert_eq!(index.get(&arena, format!("k{i}").as_bytes()), Some(words.len() as u32 + i));
+        }
+        // A duplicate text resolves to its first id.
         assert_eq!(index.get(&arena, b"ab"), Some(2));
         assert_eq!(index.get(&arena, b""), Some(3));
         assert_eq!(index.get(&arena, b"hello world"), Some(4));
         assert_eq!(index.get(&arena, b"abc"), None);
         assert_eq!(arena.get(4), "hello world");
+
+        let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("k{}", i * 37 % 1100).into_bytes()).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+        let mut many = Vec::new();
+        index.get_many(&arena, &keys, &mut many);
+        let one: Vec<Option<u32>> = keys.iter().map(|k| index.get(&arena, k)).collect();
+        assert_eq!(many, one);
+        assert!(many.contains(&None));
+    }
+
+    #[test]
+    fn pair_map_keeps_first_entry() {
+        let mut m = PairMap::with_capacity(3000);
+        let entries: Vec<(u64, u32, u32)> = (0..3000u32).map(|i| (pack(i % 1000, i / 1000), i, i + 1)).collect();
+        m.insert_many(&entries);
+        m.insert_many(&[(pack(5, 0), 99, 99)]);
+        assert_eq!(m.get(pack(5, 0)), Some((5, 6)));
+        assert_eq!(m.get(pack(999, 2)), Some((2999, 3000)));
+        assert_eq!(m.get(pack(1000, 0)), None);
     }
 }
