@@ -173,9 +173,11 @@ const ROWS_PER_TASK: usize = 16;
 /// `w.ty.activation_type()` format. Rows are split into tasks; each task keeps its weight rows hot
 /// in cache while it walks over the tokens.
 pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], w: &Matrix, act: &[u8], n_tok: usize, out: &mut [f32]) {
-    let Some(dot) = kernels.vec_dot(w.ty) else { return };
+    let Some(mat_vec) = kernels.mat_vec(w.ty) else { return };
     let act_row = w.ty.activation_type().row_bytes(w.cols);
-    debug_assert!(act.len() >= act_row * n_tok && out.len() >= w.rows * n_tok);
+    if act.len() < act_row * n_tok || out.len() < w.rows * n_tok {
+        return;
+    }
     let out_ptr = SharedMut::new(out.as_mut_ptr());
     let rows = w.rows;
     let cols = w.cols;
@@ -183,14 +185,13 @@ pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], w: &Matrix, act
     pool.parallel_for(n_tasks, &|task| {
         let r0 = task * ROWS_PER_TASK;
         let r1 = (r0 + ROWS_PER_TASK).min(rows);
+        let weights = w.rows(file, r0, r1);
         let o = out_ptr;
         for t in 0..n_tok {
             let a = &act[t * act_row..(t + 1) * act_row];
-            for r in r0..r1 {
-                let v = dot(cols, w.row(file, r), a);
-                // SAFETY: (t, r) pairs are disjoint across tasks and in bounds (checked above).
-                unsafe { *o.get().add(t * rows + r) = v };
-            }
+            // SAFETY: row ranges are disjoint across tasks; out holds n_tok * rows (checked above).
+            let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), r1 - r0) };
+            mat_vec(cols, weights, a, dst);
         }
     });
 }

@@ -55,6 +55,12 @@ impl Matrix {
         &file[s..s + self.row_bytes]
     }
 
+    /// Bytes of rows `r0..r1`, contiguous.
+    #[inline]
+    pub fn rows<'a>(&self, file: &'a [u8], r0: usize, r1: usize) -> &'a [u8] {
+        &file[self.offset + r0 * self.row_bytes..self.offset + r1 * self.row_bytes]
+    }
+
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }

@@ -173,6 +173,12 @@ impl Session {
         &self.messages
     }
 
+    /// Replaces the conversation (e.g. one restored from storage). The KV cache keeps whatever
+    /// prefix still matches the next request.
+    pub fn set_messages(&mut self, messages: Vec<Message>) {
+        self.messages = messages;
+    }
+
     /// Tokens held in the KV cache.
     pub fn tokens_in_context(&self) -> usize {
         self.cached.len()

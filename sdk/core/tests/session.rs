@@ -1,0 +1,222 @@
+//! The session API on the real SmolLM2 model: greedy answers equal llama.cpp's, KV reuse across
+//! turns changes nothing but speed, cancellation, stop sequences, limits and typed errors.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use tern::{Engine, EngineOptions, Error, Event, FinishReason, Message, SamplingOptions, Session, SessionOptions, Stats};
+
+fn engine() -> Arc<Engine> {
+    static ENGINE: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("load")).clone()
+}
+
+/// Runs a generation to the end: (ids, text, stats).
+fn collect(gen: impl Iterator<Item = tern::Result<Event>>) -> (Vec<u32>, String, Stats) {
+    let (mut ids, mut text, mut stats) = (Vec::new(), String::new(), None);
+    for ev in gen {
+        match ev.expect("event") {
+            Event::Token { text: t, ids: i } => {
+                assert!(stats.is_none(), "token after Done");
+                text.push_str(&t);
+                ids.extend(i);
+            }
+            Event::Done(s) => stats = Some(s),
+        }
+    }
+    (ids, text, stats.expect("a Done event ends every generation"))
+}
+
+/// Length of the prefix over which a free-running greedy decode must equal the reference: up to
+/// (and including) the first step where the reference's top-2 margin is small.
+fn decisive_prefix(case: &serde_json::Value) -> usize {
+    let steps = case["steps"].as_array().expect("steps");
+    steps.iter().position(|s| s["margin"].as_f64().unwrap_or(0.0) < 0.5).unwrap_or(steps.len())
+}
+
+#[test]
+fn greedy_chat_matches_reference() {
+    let g = golden(SMOLLM2);
+    for case in g["chat"].as_array().expect("chat cases") {
+        let messages: Vec<Message> = serde_json::from_value(case["messages"].clone()).expect("messages");
+        let (last, history) = messages.split_last().expect("a user message");
+        let (system, history): (Vec<_>, Vec<_>) = history.iter().cloned().partition(|m| m.role == tern::Role::System);
+        let opts = SessionOptions {
+            system_prompt: system.first().map(|m| m.content.clone()),
+            max_tokens: 32,
+            ..Default::default()
+        };
+        let mut s = Session::new(engine(), opts).expect("session");
+        s.set_messages(history);
+        let (ids, _text, stats) = collect(s.send(&last.content).expect("send"));
+        let want = ids_of(&case["greedy"]);
+        let n = decisive_prefix(case).min(want.len());
+        assert_eq!(&ids[..n.min(ids.len())], &want[..n], "first {n} greedy tokens");
+        assert_eq!(stats.prompt_tokens, case["prompt_ids"].as_array().map_or(0, |a| a.len()));
+        assert_eq!(stats.generated_tokens, ids.len());
+        if n == want.len() && want.len() == 32 {
+            assert_eq!(stats.finish_reason, FinishReason::MaxTokens);
+        }
+    }
+}
+
+fn ids_of(v: &serde_json::Value) -> Vec<u32> {
+    ids(v)
+}
+
+#[test]
+fn second_turn_reuses_the_cache_and_answers_the_same() {
+    let opts = SessionOptions { max_tokens: 24, ..Default::default() };
+    let mut a = Session::new(engine(), opts.clone()).expect("session");
+    let (_, first_answer, s1) = collect(a.send("Name a color.").expect("send"));
+    assert_eq!(s1.cached_tokens, 0);
+    let (ids2, text2, s2) = collect(a.send("Name another one.").expect("send"));
+    assert!(
+        s2.cached_tokens >= s1.prompt_tokens,
+        "second turn recomputed the first: cached {} of a {}-token first prompt",
+        s2.cached_tokens,
+        s1.prompt_tokens
+    );
+    assert_eq!(a.messages().len(), 4);
+    assert_eq!(a.messages()[1].content, first_answer);
+
+    // A fresh session given the same history computes everything and must agree exactly.
+    let mut b = Session::new(engine(), opts).expect("session");
+    b.set_messages(a.messages()[..2].to_vec());
+    let (ids_b, text_b, sb) = collect(b.send("Name another one.").expect("send"));
+    assert_eq!(sb.cached_tokens, 0);
+    assert_eq!(ids2, ids_b);
+    assert_eq!(text2, text_b);
+}
+
+#[test]
+fn cancel_from_another_thread_stops_promptly() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let opts = SessionOptions { max_tokens: 100_000, ignore_eos: true, context_length: Some(2048), ..Default::default() };
+    let mut s = Session::new(engine(), opts).expect("session");
+    let handle = s.cancel_handle();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancelled);
+    let mut gen = s.complete("Once upon a time").expect("complete");
+    let first = gen.next().expect("an event").expect("ok");
+    assert!(matches!(first, Event::Token { .. }));
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        flag.store(true, Ordering::SeqCst);
+        handle.cancel();
+    });
+    // Cancellation is checked before every step: at most the step in flight completes.
+    let (mut after_cancel, mut finish) = (0, None);
+    for ev in gen {
+        match ev.expect("event") {
+            Event::Token { .. } if cancelled.load(Ordering::SeqCst) => after_cancel += 1,
+            Event::Token { .. } => {}
+            Event::Done(stats) => finish = Some(stats.finish_reason),
+        }
+    }
+    t.join().expect("thread");
+    assert_eq!(finish, Some(FinishReason::Cancelled));
+    assert!(after_cancel <= 1, "{after_cancel} tokens came after cancel");
+}
+
+#[test]
+fn stop_sequence_cuts_the_text() {
+    let opts = SessionOptions { max_tokens: 32, stop: vec![" 9".into()], ..Default::default() };
+    let mut s = Session::new(engine(), opts).expect("session");
+    let (_, text, stats) = collect(s.complete("1, 2, 3, 4, 5,").expect("complete"));
+    assert_eq!(stats.finish_reason, FinishReason::StopSequence);
+    assert_eq!(text, " 6, 7, 8,");
+}
+
+#[test]
+fn max_tokens_and_reset() {
+    let opts = SessionOptions { max_tokens: 5, ignore_eos: true, ..Default::default() };
+    let mut s = Session::new(engine(), opts).expect("session");
+    let (ids, _, stats) = collect(s.send("Hi").expect("send"));
+    assert_eq!((ids.len(), stats.generated_tokens, stats.finish_reason), (5, 5, FinishReason::MaxTokens));
+    assert!(stats.decode_tokens_per_s > 0.0 && stats.prefill_tokens_per_s > 0.0);
+    assert!(s.tokens_in_context() > 0);
+    s.reset();
+    assert_eq!((s.tokens_in_context(), s.messages().len()), (0, 0));
+}
+
+#[test]
+fn context_overflow_is_typed_and_loses_nothing() {
+    let opts = SessionOptions { context_length: Some(32), ..Default::default() };
+    let mut s = Session::new(engine(), opts).expect("session");
+    let long = "word ".repeat(100);
+    match s.send(&long) {
+        Err(Error::ContextOverflow { needed, limit }) => assert!(needed > limit && limit == 32),
+        other => panic!("expected ContextOverflow, got {:?}", other.map(|_| ())),
+    }
+    assert!(s.messages().is_empty());
+    // The session still works after the refusal.
+    let (ids, _, _) = collect(s.complete("Hi").expect("complete"));
+    assert!(!ids.is_empty());
+}
+
+#[test]
+fn generation_stops_when_the_context_is_full() {
+    let opts = SessionOptions { context_length: Some(24), max_tokens: 1000, ignore_eos: true, ..Default::default() };
+    let mut s = Session::new(engine(), opts).expect("session");
+    let (_, _, stats) = collect(s.complete("The capital of France is").expect("complete"));
+    assert_eq!(stats.finish_reason, FinishReason::ContextFull);
+    assert_eq!(stats.prompt_tokens + stats.generated_tokens, 25);
+}
+
+#[test]
+fn invalid_options_are_rejected() {
+    let bad = |sampling: SamplingOptions| {
+        let r = Session::new(engine(), SessionOptions { sampling, ..Default::default() });
+        assert!(matches!(r, Err(Error::InvalidOption(_))), "{r:?}");
+    };
+    bad(SamplingOptions { temperature: -1.0, ..Default::default() });
+    bad(SamplingOptions { top_p: 1.5, ..Default::default() });
+    bad(SamplingOptions { temperature: f32::NAN, ..Default::default() });
+    let r = Session::new(engine(), SessionOptions { max_tokens: 0, ..Default::default() });
+    assert!(matches!(r, Err(Error::InvalidOption(_))));
+    let mut s = Session::new(engine(), SessionOptions::default()).expect("session");
+    assert!(matches!(s.complete_ids(&[u32::MAX]), Err(Error::InvalidOption(_))));
+}
+
+#[test]
+fn same_seed_same_sample() {
+    let run = |seed| {
+        let sampling = SamplingOptions { temperature: 0.9, seed: Some(seed), ..Default::default() };
+        let mut s = Session::new(engine(), SessionOptions { sampling, max_tokens: 16, ..Default::default() }).expect("s");
+        collect(s.complete("Once upon a time").expect("complete")).0
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7), run(8));
+}
+
+#[test]
+fn two_sessions_generate_at_once() {
+    let opts = SessionOptions { max_tokens: 16, ..Default::default() };
+    let alone = {
+        let mut s = Session::new(engine(), opts.clone()).expect("s");
+        collect(s.send("Tell me about owls.").expect("send")).0
+    };
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let opts = opts.clone();
+            std::thread::spawn(move || {
+                let mut s = Session::new(engine(), opts).expect("s");
+                collect(s.send("Tell me about owls.").expect("send")).0
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().expect("thread"), alone);
+    }
+}
+
+#[test]
+fn token_counting() {
+    let e = engine();
+    assert_eq!(e.count_tokens("Hello world").expect("count"), 2);
+    assert_eq!(e.count_tokens("").expect("count"), 0);
+}
