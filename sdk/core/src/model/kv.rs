@@ -3,6 +3,7 @@
 //! threads working on it can change between calls.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 pub struct KvCache {
     k: Vec<f16>,
@@ -55,12 +56,8 @@ impl KvCache {
         debug_assert!(layer < self.n_layer);
         let o = self.offset(layer, pos);
         let n = k.len();
-        for (d, s) in self.k[o..o + n].iter_mut().zip(k) {
-            *d = f16::from_f32(*s);
-        }
-        for (d, s) in self.v[o..o + n].iter_mut().zip(v) {
-            *d = f16::from_f32(*s);
-        }
+        self.k[o..o + n].convert_from_f32_slice(k);
+        self.v[o..o + n].convert_from_f32_slice(v);
     }
 
     /// All keys of a layer up to `positions` (rows of kv_dim).

@@ -12,6 +12,8 @@ pub use kv::KvCache;
 pub use weights::Matrix;
 
 use std::cell::RefCell;
+
+use half::slice::HalfFloatSliceExt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -311,22 +313,20 @@ impl Model {
             SCORES.with(|buf| {
                 let mut buf = buf.borrow_mut();
                 let count = p + 1 - lo;
-                buf.resize(count + hd, 0.0);
-                let (scores, acc) = buf.split_at_mut(count);
+                buf.resize(count + 2 * hd, 0.0);
+                let (scores, rest) = buf.split_at_mut(count);
+                let (acc, row) = rest.split_at_mut(hd);
                 for (j, sc) in (lo..=p).zip(scores.iter_mut()) {
-                    let kr = &keys[j * kvd + g * hd..][..hd];
-                    let mut dot = 0.0f32;
-                    for (a, b) in qh.iter().zip(kr) {
-                        dot += a * b.to_f32();
-                    }
-                    *sc = dot * scale;
+                    // Whole-row conversion uses the CPU's f16 instructions where it has them.
+                    keys[j * kvd + g * hd..][..hd].convert_to_f32_slice(row);
+                    *sc = qh.iter().zip(row.iter()).map(|(a, b)| a * b).sum::<f32>() * scale;
                 }
                 ops::softmax(scores);
                 acc.iter_mut().for_each(|a| *a = 0.0);
                 for (j, &w) in (lo..=p).zip(scores.iter()) {
-                    let vr = &values[j * kvd + g * hd..][..hd];
-                    for (a, b) in acc.iter_mut().zip(vr) {
-                        *a += w * b.to_f32();
+                    values[j * kvd + g * hd..][..hd].convert_to_f32_slice(row);
+                    for (a, b) in acc.iter_mut().zip(row.iter()) {
+                        *a += w * b;
                     }
                 }
                 // SAFETY: each (t, h) task writes its own hd-sized slice.

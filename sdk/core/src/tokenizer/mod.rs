@@ -101,7 +101,8 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
-/// Texts llama.cpp recognises as end-of-turn tokens when the file names none.
+// Special tokens llama.cpp (`llama_vocab::impl::load`) finds by their text when the file
+// does not name them; every one found is forced to control type.
 const EOT_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
@@ -116,24 +117,51 @@ const EOT_TEXTS: &[&str] = &[
     "<end_of_utterance>",
 ];
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
-const FIM_PRE_TEXTS: &[&str] =
-    &["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>"];
-const FIM_SUF_TEXTS: &[&str] =
-    &["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>", "<|code_suffix|>"];
-const FIM_MID_TEXTS: &[&str] =
-    &["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", "<|code_middle|>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<｜fim▁begin｜>",
+    "<PRE>",
+    "▁<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<｜fim▁hole｜>",
+    "<SUF>",
+    "▁<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<｜fim▁end｜>",
+    "<MID>",
+    "▁<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
 const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
 const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
-/// Texts that end generation wherever they appear in a vocabulary.
+/// Texts that end generation wherever they appear in a vocabulary (also forced to control).
 const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
     "<|return|>",
     "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
     "_<EOT>",
@@ -142,8 +170,69 @@ const EOG_TEXTS: &[&str] = &[
     "<|end_of_text|>",
     "<end_of_utterance>",
     "<eos>",
+    "<turn|>",
+    "<|tool_response>",
     "<｜end▁of▁sentence｜>",
+    "[e~[",
 ];
+/// Structure tokens some vocabularies mark as control although they must print (gpt-oss).
+const ALWAYS_PRINTED_TEXTS: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
+
+/// The end-of-generation ids, adjusting `attrs` on the way as llama.cpp does.
+fn end_of_generation(file: &GgufFile, vocab: &Vocab, attrs: &mut [u16], eos: Option<u32>) -> Result<Vec<u32>> {
+    let n = vocab.n;
+    let find = |t: &str| vocab.index.get(&vocab.arena, t.as_bytes());
+    // The id under `key`, else the first vocabulary entry with one of `texts` (made control).
+    let mut by_text = |key: &str, texts: &[&str]| -> Result<Option<u32>> {
+        if let Some(id) = opt_id(file, key, n)? {
+            return Ok(Some(id));
+        }
+        let id = texts.iter().find_map(|t| find(t));
+        if let Some(id) = id {
+            attrs[id as usize] |= attr::CONTROL;
+        }
+        Ok(id)
+    };
+    let eot = by_text("tokenizer.ggml.eot_token_id", EOT_TEXTS)?;
+    let eom = by_text("tokenizer.ggml.eom_token_id", EOM_TEXTS)?;
+    by_text("tokenizer.ggml.fim_pre_token_id", FIM_PRE_TEXTS)?;
+    by_text("tokenizer.ggml.fim_suf_token_id", FIM_SUF_TEXTS)?;
+    by_text("tokenizer.ggml.fim_mid_token_id", FIM_MID_TEXTS)?;
+    let fim_pad = by_text("tokenizer.ggml.fim_pad_token_id", FIM_PAD_TEXTS)?;
+    let fim_rep = by_text("tokenizer.ggml.fim_rep_token_id", FIM_REP_TEXTS)?;
+    let fim_sep = by_text("tokenizer.ggml.fim_sep_token_id", FIM_SEP_TEXTS)?;
+
+    let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
+    for id in EOG_TEXTS.iter().filter_map(|t| find(t)) {
+        attrs[id as usize] |= attr::CONTROL;
+        eog.push(id);
+    }
+    for id in ALWAYS_PRINTED_TEXTS.iter().filter_map(|t| find(t)) {
+        attrs[id as usize] = attr::USER_DEFINED;
+    }
+    eog.extend([eos, eot, eom].into_iter().flatten());
+
+    let in_eog = |eog: &[u32], t: &str| find(t).filter(|id| eog.contains(id));
+    // Harmony-style vocabularies end a turn with <|return|> or <|call|>; their <|end|> only
+    // closes a message and prints.
+    if let Some(end) = in_eog(&eog, "<|end|>") {
+        let call = in_eog(&eog, "<|call|>").or(in_eog(&eog, "<|calls|>")).is_some();
+        let ret = in_eog(&eog, "<|return|>").is_some();
+        let flush = in_eog(&eog, "<|flush|>").is_some();
+        if call && (ret || flush) {
+            eog.retain(|&id| id != end);
+            attrs[end as usize] = attr::USER_DEFINED;
+        }
+    }
+    // Where <|tool_response> ends turns, </s> is ordinary text.
+    if let (Some(_), Some(s)) = (in_eog(&eog, "<|tool_response>"), in_eog(&eog, "</s>")) {
+        eog.retain(|&id| id != s);
+        attrs[s as usize] = attr::NORMAL;
+    }
+    eog.sort_unstable();
+    eog.dedup();
+    Ok(eog)
+}
 
 impl Tokenizer {
     pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
@@ -172,46 +261,7 @@ impl Tokenizer {
             unk = unk.or(default(0));
         }
 
-        // Special tokens llama.cpp finds by their text; each is forced to control type.
-        let lookup =
-            |vocab: &Vocab, texts: &[&str]| texts.iter().find_map(|t| vocab.index.get(&vocab.arena, t.as_bytes()));
-        let by_text = |key: &str, texts: &[&str], attrs: &mut [u16]| -> Result<Option<u32>> {
-            let found = match id_key(key)? {
-                Some(id) => Some(id),
-                None => {
-                    let id = lookup(&vocab, texts);
-                    if let Some(id) = id {
-                        attrs[id as usize] |= attr::CONTROL;
-                    }
-                    id
-                }
-            };
-            Ok(found)
-        };
-        let eot = by_text("tokenizer.ggml.eot_token_id", EOT_TEXTS, &mut attrs)?;
-        let eom = by_text("tokenizer.ggml.eom_token_id", EOM_TEXTS, &mut attrs)?;
-        by_text("tokenizer.ggml.fim_pre_token_id", FIM_PRE_TEXTS, &mut attrs)?;
-        by_text("tokenizer.ggml.fim_suf_token_id", FIM_SUF_TEXTS, &mut attrs)?;
-        by_text("tokenizer.ggml.fim_mid_token_id", FIM_MID_TEXTS, &mut attrs)?;
-        let fim_pad = by_text("tokenizer.ggml.fim_pad_token_id", FIM_PAD_TEXTS, &mut attrs)?;
-        let fim_rep = by_text("tokenizer.ggml.fim_rep_token_id", FIM_REP_TEXTS, &mut attrs)?;
-        let fim_sep = by_text("tokenizer.ggml.fim_sep_token_id", FIM_SEP_TEXTS, &mut attrs)?;
-
-        let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep, eos, eot, eom].into_iter().flatten().collect();
-        for text in EOG_TEXTS {
-            if let Some(id) = vocab.index.get(&vocab.arena, text.as_bytes()) {
-                attrs[id as usize] |= attr::CONTROL;
-                eog.push(id);
-            }
-        }
-        // gpt-oss style vocabularies end turns with <|return|> / <|call|>; there <|end|> only
-        // closes a message, as llama.cpp special-cases.
-        let has = |t: &str| vocab.index.get(&vocab.arena, t.as_bytes());
-        if let (Some(_), Some(_), Some(end)) = (has("<|return|>"), has("<|call|>"), has("<|end|>")) {
-            eog.retain(|&id| id != end);
-        }
-        eog.sort_unstable();
-        eog.dedup();
+        let eog = end_of_generation(file, &vocab, &mut attrs, eos)?;
 
         let pre = match file.get("tokenizer.ggml.pre") {
             Some(_) => PreTokenizer::from_name(file.get_str("tokenizer.ggml.pre")?),
