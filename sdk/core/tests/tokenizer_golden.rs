@@ -1,6 +1,8 @@
-//! Tokenizer against llama.cpp's outputs (`tests/golden/*.json`) on the three reference models:
-//! plain and special-token encoding, chat prompts, completion prompts, and detokenization of
-//! the greedy continuations, plus streaming decoding of multi-byte characters.
+//! Tokenizer against llama.cpp's outputs on the three reference models: the golden files'
+//! plain and special-token encodings, chat and completion prompts and detokenized greedy
+//! continuations (`golden/<model>.json`); hard texts, end-of-generation and control ids and the
+//! bytes of every token (`golden/tokenizer_cases.json`); streaming decoding of multi-byte
+//! characters; load time.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -123,6 +125,73 @@ fn qwen2_matches_llama_cpp() {
 #[test]
 fn gemma3_matches_llama_cpp() {
     check_golden(GEMMA3);
+}
+
+/// `golden/tokenizer_cases.json` (written by `golden/tokenizer_cases.py`): llama.cpp's ids for
+/// hard texts, its end-of-generation and control ids, and a digest of every token's bytes.
+fn check_cases(model: (&str, &str)) {
+    let tok = load(model);
+    let g = golden("tokenizer_cases");
+    let m = &g["models"][model.1];
+    assert_eq!(tok.eog_ids(), ids(&m["eog"]).as_slice(), "end-of-generation ids");
+
+    let mut control: Vec<[u32; 2]> = Vec::new();
+    for id in (0..tok.vocab_size() as u32).filter(|&id| tok.is_control(id)) {
+        match control.last_mut() {
+            Some([_, last]) if *last + 1 == id => *last = id,
+            _ => control.push([id, id]),
+        }
+    }
+    let want: Vec<[u32; 2]> = m["control_ranges"]
+        .as_array()
+        .expect("ranges")
+        .iter()
+        .map(|r| {
+            let r = ids(r);
+            [r[0], r[1]]
+        })
+        .collect();
+    assert_eq!(control, want, "control ids");
+
+    // FNV-1a 64 over (u32 LE length, bytes) of each token's piece, special off then on.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for special in [false, true] {
+        for id in 0..tok.vocab_size() as u32 {
+            let piece = tok.token_to_bytes(id, special);
+            for &b in (piece.len() as u32).to_le_bytes().iter().chain(&piece) {
+                h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+    }
+    assert_eq!(format!("{h:016x}"), m["piece_digest"].as_str().expect("digest"), "decoded bytes of the vocabulary");
+
+    let texts = g["texts"].as_array().expect("texts");
+    let mut failures = Vec::new();
+    for (key, special) in [("ids", false), ("ids_parse_special", true)] {
+        for (text, want) in texts.iter().zip(m[key].as_array().expect("ids")) {
+            let text = text.as_str().expect("text");
+            let got = tok.encode(text, tok.add_bos_default(), special).unwrap();
+            if got != ids(want) {
+                failures.push(format!("encode({text:?}, special={special})\n   got  {got:?}\n   want {:?}", ids(want)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn smollm2_hard_cases() {
+    check_cases(SMOLLM2);
+}
+
+#[test]
+fn qwen2_hard_cases() {
+    check_cases(QWEN2);
+}
+
+#[test]
+fn gemma3_hard_cases() {
+    check_cases(GEMMA3);
 }
 
 /// Feeding ids one at a time: every chunk is whole characters, nothing is lost, and characters

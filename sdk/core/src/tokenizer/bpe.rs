@@ -93,48 +93,60 @@ impl Bpe {
         let mut extra: HashMap<Box<[u8]>, u32> = HashMap::new();
         let mut merges = PairMap::with_capacity(n_merges);
 
-        // Merges go in chunks: split them, look up all their parts at once (see
-        // `Index::get_many`), then resolve the rare parts that are not tokens.
+        // Merges go in chunks: split them, look up the parts of a whole chunk at once (see
+        // `Index::get_many`), then resolve the rare parts that are not tokens. Vocabularies list
+        // merge results in merge order, so a result is first tried as the token after the
+        // previous one: a sequential read instead of a random lookup.
         const CHUNK: usize = 256;
+        let mut parts: Vec<(u32, u32)> = Vec::with_capacity(CHUNK);
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(2 * CHUNK);
+        let mut found = Vec::with_capacity(2 * CHUNK);
         let mut entries = Vec::with_capacity(CHUNK);
-        let mut parts: Vec<(usize, &str, &str)> = Vec::with_capacity(CHUNK);
         let mut joined = String::new();
-        let mut found = Vec::with_capacity(3 * CHUNK);
+        let mut guess: Option<u32> = None;
         let mut strings = strings.enumerate().peekable();
         while strings.peek().is_some() {
             parts.clear();
-            joined.clear();
+            keys.clear();
             for (rank, m) in strings.by_ref().take(CHUNK) {
                 // As llama.cpp: split at the first space after the first byte.
                 let Some(sp) = m.as_bytes().iter().skip(1).position(|&b| b == b' ').map(|p| p + 1) else {
                     continue;
                 };
                 let (left, right) = (&m[..sp], &m[sp + 1..]);
-                if !left.is_empty() && !right.is_empty() {
-                    parts.push((rank, left, right));
-                    joined.push_str(left);
-                    joined.push_str(right);
+                if left.is_empty() || right.is_empty() {
+                    continue;
                 }
-            }
-            let mut keys: Vec<&[u8]> = Vec::with_capacity(3 * parts.len());
-            let mut at = 0;
-            for &(_, l, r) in &parts {
-                let j = &joined.as_bytes()[at..at + l.len() + r.len()];
-                at += j.len();
-                keys.extend_from_slice(&[l.as_bytes(), r.as_bytes(), j]);
+                let is_joined =
+                    |t: &str| t.len() == left.len() + right.len() && t.starts_with(left) && t.ends_with(right);
+                let j = match guess.filter(|&g| (g as usize) < vocab.n && is_joined(vocab.arena.get(g))) {
+                    Some(g) => g,
+                    None => {
+                        joined.clear();
+                        joined.push_str(left);
+                        joined.push_str(right);
+                        match vocab.index.get(&vocab.arena, joined.as_bytes()) {
+                            Some(id) => id,
+                            None => intern_extra(vocab, &mut extra, joined.as_bytes())?,
+                        }
+                    }
+                };
+                guess = j.checked_add(1);
+                parts.push((rank as u32, j));
+                keys.extend_from_slice(&[left.as_bytes(), right.as_bytes()]);
             }
             found.clear();
             vocab.index.get_many(&vocab.arena, &keys, &mut found);
             entries.clear();
-            for (i, &(rank, _, _)) in parts.iter().enumerate() {
-                let mut ids = [0u32; 3];
-                for (k, id) in ids.iter_mut().enumerate() {
-                    *id = match found[3 * i + k] {
+            for (i, &(rank, j)) in parts.iter().enumerate() {
+                let mut lr = [0u32; 2];
+                for (k, id) in lr.iter_mut().enumerate() {
+                    *id = match found[2 * i + k] {
                         Some(id) => id,
-                        None => intern_extra(vocab, &mut extra, keys[3 * i + k])?,
+                        None => intern_extra(vocab, &mut extra, keys[2 * i + k])?,
                     };
                 }
-                entries.push((pack(ids[0], ids[1]), rank as u32, ids[2]));
+                entries.push((pack(lr[0], lr[1]), rank, j));
             }
             // The first occurrence of a pair keeps its rank.
             merges.insert_many(&entries);

@@ -1,8 +1,11 @@
 //! Tokenizers from GGUF metadata: byte-level BPE and SentencePiece-style.
 //!
-//! The reference is llama.cpp (`llama-vocab.cpp`): the same ids for the same text, special
-//! tokens, BOS and end-of-generation rules included, so that prompts match what the models
-//! were converted and tested with.
+//! The reference is llama.cpp (`llama-vocab.cpp`, as shipped in llama-cpp-python 0.3.36):
+//! the same ids for the same text, special tokens, BOS and end-of-generation rules included,
+//! so that prompts match what the models were converted and tested with. Its rules include
+//! two that may surprise: user-defined tokens (Gemma's whitespace runs, Qwen's `<tool_call>`)
+//! are cut out of the text even when special parsing is off, and tokens that end generation
+//! by their text (such as `</s>` in Qwen's vocabulary) count as control tokens.
 //!
 //! Known differences from llama.cpp, none of which the supported models exercise:
 //! - an unknown `tokenizer.ggml.pre` (and `default`) uses the GPT-2 pattern instead of

@@ -1,9 +1,10 @@
 //! Character classes for the pre-tokenizers: letter (`\p{L}`), number (`\p{N}`) and
 //! whitespace (`\s`), as llama.cpp's `unicode_cpt_flags` sees them.
 //!
-//! The range tables are Unicode 16.0 general categories L* and N* (generated with
-//! `ucd-generate general-category`); std's `char::is_alphabetic` would be wrong here because
-//! it also covers combining marks (Other_Alphabetic), which the regexes treat as "other".
+//! The range tables are the Unicode 16.0 general categories L* and N*, as the regex crate's
+//! `\p{L}` and `\p{N}` classes hold them; std's `char::is_alphabetic` would be wrong here
+//! because it also covers combining marks (Other_Alphabetic), which the regexes treat as
+//! "other".
 
 pub(super) const LETTER_FLAG: u8 = 1;
 pub(super) const NUMBER_FLAG: u8 = 2;
