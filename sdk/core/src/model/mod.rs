@@ -58,6 +58,9 @@ pub struct Model {
     output_norm: Vec<f32>,
     output: Matrix,
     layers: Vec<Layer>,
+    /// Rotary frequencies (rope_dim / 2) of global and of sliding-window layers.
+    inv_freq_global: Vec<f32>,
+    inv_freq_local: Vec<f32>,
 }
 
 impl std::fmt::Debug for Model {
@@ -113,7 +116,11 @@ impl Model {
                 post_ffn_norm: if c.has_post_norms { norm("post_ffw_norm.weight", d)? } else { None },
             });
         }
-        Ok(Model { config: c, file, kernels, token_embd, output_norm, output, layers })
+        let inv_freq = |rope: Rope| -> Vec<f32> {
+            (0..c.rope_dim / 2).map(|i| rope.base.powf(-((2 * i) as f32) / c.rope_dim as f32)).collect()
+        };
+        let (inv_freq_global, inv_freq_local) = (inv_freq(c.rope_global), inv_freq(c.rope_local));
+        Ok(Model { config: c, file, kernels, token_embd, output_norm, output, layers, inv_freq_global, inv_freq_local })
     }
 
     pub fn file(&self) -> &GgufFile {
@@ -196,9 +203,10 @@ impl Model {
                 ops::rms_norm_inplace(&mut s.k[..n * kvd], w, c.rms_eps);
             }
             let local = c.layer_is_local[il];
-            let rope = if local { c.rope_local } else { c.rope_global };
-            self.apply_rope(&mut s.q[..n * qd], c.n_head, pos0, rope);
-            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, pos0, rope);
+            let (rope, inv_freq) =
+                if local { (c.rope_local, &self.inv_freq_local) } else { (c.rope_global, &self.inv_freq_global) };
+            self.apply_rope(&mut s.q[..n * qd], c.n_head, pos0, rope.scale, inv_freq);
+            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, pos0, rope.scale, inv_freq);
             for t in 0..n {
                 kv.store(il, pos0 + t, &s.k[t * kvd..(t + 1) * kvd], &s.v[t * kvd..(t + 1) * kvd]);
             }
@@ -249,20 +257,19 @@ impl Model {
     }
 
     /// Rotary position embedding of `n_heads` heads per row, rows at positions pos0, pos0+1, ...
-    fn apply_rope(&self, x: &mut [f32], n_heads: usize, pos0: usize, rope: Rope) {
+    fn apply_rope(&self, x: &mut [f32], n_heads: usize, pos0: usize, pos_scale: f32, inv_freq: &[f32]) {
         let c = &self.config;
-        let (hd, rd) = (c.head_dim, c.rope_dim);
-        let half = rd / 2;
+        let hd = c.head_dim;
+        let half = inv_freq.len();
         let row = n_heads * hd;
         ROPE_TABLE.with(|table| {
             let mut table = table.borrow_mut();
             table.resize(half * 2, 0.0);
             let (cos, sin) = table.split_at_mut(half);
             for (t, xr) in x.chunks_exact_mut(row).enumerate() {
-                let p = (pos0 + t) as f32 * rope.scale;
+                let p = (pos0 + t) as f32 * pos_scale;
                 for i in 0..half {
-                    let inv_freq = rope.base.powf(-((2 * i) as f32) / rd as f32);
-                    let (s_, c_) = (p * inv_freq).sin_cos();
+                    let (s_, c_) = (p * inv_freq[i]).sin_cos();
                     cos[i] = c_;
                     sin[i] = s_;
                 }

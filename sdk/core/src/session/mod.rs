@@ -206,7 +206,10 @@ impl Session {
         conversation.push(Message { role: Role::User, content: user_text.to_owned() });
         let rendered = self.engine.chat_template().render(&conversation, true)?;
         let tok = self.engine.tokenizer();
-        let ids = tok.encode(&rendered, tok.add_bos_default(), true)?;
+        // Templates that print the BOS text themselves must not get a second one.
+        let bos_text = self.engine.chat_template().bos_token();
+        let add_bos = tok.add_bos_default() && (bos_text.is_empty() || !rendered.starts_with(bos_text));
+        let ids = tok.encode(&rendered, add_bos, true)?;
         self.check_fits(ids.len())?;
         self.messages.push(Message { role: Role::User, content: user_text.to_owned() });
         Ok(self.start(ids, true))
