@@ -169,11 +169,16 @@ fn bytes_of_mut(words: &mut [u32], len: usize) -> &mut [u8] {
 /// Rows of the weight handled by one task.
 const ROWS_PER_TASK: usize = 16;
 
+/// Tokens per tile when several tokens go through a weight at once (prefill).
+const TOKENS_PER_TILE: usize = 32;
+
 /// out[t * w.rows + r] = W[r] · x[t] for `n_tok` tokens, whose activations `act` are already in
 /// `w.ty.activation_type()` format. Rows are split into tasks; each task keeps its weight rows hot
-/// in cache while it walks over the tokens.
+/// in cache while it walks over the tokens. One token goes through the GEMV kernel; several go
+/// through the GEMM kernel a tile of tokens at a time, so each weight block is decoded once per tile.
 pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], w: &Matrix, act: &[u8], n_tok: usize, out: &mut [f32]) {
     let Some(mat_vec) = kernels.mat_vec(w.ty) else { return };
+    let mat_mat = if n_tok > 1 { kernels.mat_mat(w.ty) } else { None };
     let act_row = w.ty.activation_type().row_bytes(w.cols);
     if act.len() < act_row * n_tok || out.len() < w.rows * n_tok {
         return;
@@ -185,12 +190,31 @@ pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], w: &Matrix, act
     pool.parallel_for(n_tasks, &|task| {
         let r0 = task * ROWS_PER_TASK;
         let r1 = (r0 + ROWS_PER_TASK).min(rows);
+        let n_rows = r1 - r0;
         let weights = w.rows(file, r0, r1);
         let o = out_ptr;
+        if let Some(mat_mat) = mat_mat {
+            // The tile is token-major with a stride of ROWS_PER_TASK, then copied to its place.
+            let mut tile = [0f32; ROWS_PER_TASK * TOKENS_PER_TILE];
+            let mut t0 = 0;
+            while t0 < n_tok {
+                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
+                let a = &act[t0 * act_row..t1 * act_row];
+                mat_mat(cols, weights, n_rows, a, t1 - t0, &mut tile, ROWS_PER_TASK);
+                for t in t0..t1 {
+                    let src = &tile[(t - t0) * ROWS_PER_TASK..(t - t0) * ROWS_PER_TASK + n_rows];
+                    // SAFETY: row ranges are disjoint across tasks; out holds n_tok * rows (checked above).
+                    let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n_rows) };
+                    dst.copy_from_slice(src);
+                }
+                t0 = t1;
+            }
+            return;
+        }
         for t in 0..n_tok {
             let a = &act[t * act_row..(t + 1) * act_row];
             // SAFETY: row ranges are disjoint across tasks; out holds n_tok * rows (checked above).
-            let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), r1 - r0) };
+            let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n_rows) };
             mat_vec(cols, weights, a, dst);
         }
     });

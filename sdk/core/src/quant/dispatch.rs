@@ -12,7 +12,7 @@ use half::{bf16, f16};
 
 use super::blocks::*;
 use super::reference as r;
-use super::{DequantizeFn, GgmlType, MatVecFn, QuantizeFn, VecDotFn};
+use super::{DequantizeFn, GgmlType, MatMatFn, MatVecFn, QuantizeFn, VecDotFn};
 
 /// One slot per `GgmlType`.
 const N_TYPES: usize = 11;
@@ -42,6 +42,7 @@ pub struct Kernels {
     pub isa: &'static str,
     dot: [Option<VecDotFn>; N_TYPES],
     mat_vec: [Option<MatVecFn>; N_TYPES],
+    mat_mat: [Option<MatMatFn>; N_TYPES],
     quant: [Option<QuantizeFn>; N_TYPES],
     deq: [Option<DequantizeFn>; N_TYPES],
 }
@@ -56,6 +57,12 @@ impl Kernels {
     /// Matrix-vector product over consecutive rows (one call per matrix or thread share).
     pub fn mat_vec(&self, w: GgmlType) -> Option<MatVecFn> {
         self.mat_vec[slot(w)]
+    }
+
+    /// Matrix-matrix product: several weight rows against several activation rows (prefill).
+    /// Present wherever `mat_vec` is; types without a dedicated kernel loop over `mat_vec`.
+    pub fn mat_mat(&self, w: GgmlType) -> Option<MatMatFn> {
+        self.mat_mat[slot(w)]
     }
 
     /// f32 row -> activation format `act` (`Q8_0`, `Q8_1`, `Q8_K`, or `F32`, which copies).
@@ -133,6 +140,68 @@ fn mat_vec_bytes<W: Block, A: Block>(
     f(&blocks_of::<W>(w), &blocks_of::<A>(a), out)
 }
 
+/// Checks sizes for [`MatMatFn`] and hands `f` exactly `n_rows` weight rows and `n_tok`
+/// activation rows as blocks (`n_rows`, `n_tok` > 0 and `n` > 0 by then).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn mat_mat_bytes<W: Block, A: Block>(
+    n: usize,
+    w: &[u8],
+    n_rows: usize,
+    a: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+    f: impl Fn(&[W], &[A], usize, usize, &mut [f32], usize),
+) {
+    if n % W::ELEMS != 0 || n_rows == 0 || n_tok == 0 || (n_tok > 1 && stride < n_rows) {
+        return;
+    }
+    // The last output written is out[(n_tok - 1) * stride + n_rows - 1].
+    let Some(need) = (n_tok - 1).checked_mul(stride).and_then(|v| v.checked_add(n_rows)) else {
+        return;
+    };
+    let (Some(w_elems), Some(a_elems)) = (n.checked_mul(n_rows), n.checked_mul(n_tok)) else {
+        return;
+    };
+    let (Some(w), Some(a)) = (prefix::<W>(w_elems, w), prefix::<A>(a_elems, a)) else {
+        return;
+    };
+    let Some(out) = out.get_mut(..need) else {
+        return;
+    };
+    if n == 0 {
+        for t in 0..n_tok {
+            if let Some(o) = out.get_mut(t * stride..t * stride + n_rows) {
+                o.fill(0.0);
+            }
+        }
+        return;
+    }
+    f(&blocks_of::<W>(w), &blocks_of::<A>(a), n_rows, n_tok, out, stride)
+}
+
+/// Generic token loop: one `mat_vec` call per activation row. `a` holds `n_tok` rows.
+fn per_token<W: Block, A: Block>(
+    w: &[W],
+    a: &[A],
+    n_rows: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+    mat_vec: impl Fn(&[W], &[A], &mut [f32]),
+) {
+    let nb = a.len() / n_tok.max(1);
+    if nb == 0 {
+        return;
+    }
+    for (t, at) in a.chunks_exact(nb).take(n_tok).enumerate() {
+        if let Some(o) = out.get_mut(t * stride..t * stride + n_rows) {
+            mat_vec(w, at, o);
+        }
+    }
+}
+
 #[inline]
 fn quant_bytes<A: Block>(x: &[f32], out: &mut [u8], f: impl Fn(&[f32], &mut [A])) {
     let Some(len) = prefix::<A>(x.len(), out).map(<[u8]>::len) else {
@@ -173,6 +242,7 @@ macro_rules! byte_fns {
     (
         dot { $($dname:ident: $W:ty, $A:ty => $dot:expr;)* }
         mat_vec { $($mname:ident: $MW:ty, $MA:ty => $mv:expr;)* }
+        mat_mat { $($mmname:ident: $MMW:ty, $MMA:ty => $mm:expr;)* }
         quant { $($qname:ident: $Q:ty => $quant:expr;)* }
         deq { $($xname:ident: $X:ty => $deq:expr;)* }
     ) => {
@@ -181,6 +251,11 @@ macro_rules! byte_fns {
         })*
         $(pub(super) fn $mname(n: usize, w: &[u8], a: &[u8], out: &mut [f32]) {
             mat_vec_bytes::<$MW, $MA>(n, w, a, out, $mv)
+        })*
+        $(pub(super) fn $mmname(
+            n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], stride: usize,
+        ) {
+            mat_mat_bytes::<$MMW, $MMA>(n, w, n_rows, a, n_tok, out, stride, $mm)
         })*
         $(pub(super) fn $qname(x: &[f32], out: &mut [u8]) {
             quant_bytes::<$Q>(x, out, $quant)
@@ -216,6 +291,17 @@ mod reference_fns {
             mv_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, o| rows(w, a, o, r::vec_dot_q8_0_q8_0);
             mv_q4_k: BlockQ4K, BlockQ8K => |w, a, o| rows(w, a, o, r::vec_dot_q4_k_q8_k);
             mv_q6_k: BlockQ6K, BlockQ8K => |w, a, o| rows(w, a, o, r::vec_dot_q6_k_q8_k);
+        }
+        mat_mat {
+            mm_f32: f32, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_f32_f32));
+            mm_f16: f16, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_f16_f32));
+            mm_bf16: bf16, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_bf16_f32));
+            mm_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q4_0_q8_0));
+            mm_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q4_1_q8_1));
+            mm_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q5_0_q8_0));
+            mm_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q8_0_q8_0));
+            mm_q4_k: BlockQ4K, BlockQ8K => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q4_k_q8_k));
+            mm_q6_k: BlockQ6K, BlockQ8K => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| rows(w, a, o, r::vec_dot_q6_k_q8_k));
         }
         quant {
             quant_f32: f32 => r::quantize_row_f32;
@@ -271,6 +357,10 @@ static REFERENCE: Kernels = {
             F32 => mv_f32, F16 => mv_f16, BF16 => mv_bf16, Q4_0 => mv_q4_0, Q4_1 => mv_q4_1,
             Q5_0 => mv_q5_0, Q8_0 => mv_q8_0, Q4_K => mv_q4_k, Q6_K => mv_q6_k,
         },
+        mat_mat: table! { MatMatFn;
+            F32 => mm_f32, F16 => mm_f16, BF16 => mm_bf16, Q4_0 => mm_q4_0, Q4_1 => mm_q4_1,
+            Q5_0 => mm_q5_0, Q8_0 => mm_q8_0, Q4_K => mm_q4_k, Q6_K => mm_q6_k,
+        },
         quant: table! { QuantizeFn; F32 => quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k },
         deq: DEQUANTIZE,
     }
@@ -278,9 +368,10 @@ static REFERENCE: Kernels = {
 
 /// A SIMD kernel set: byte-level wrappers over `crate::quant::$simd` and its table. The
 /// `unsafe` calls are sound because the table is handed out only by `$detect`, which checks the
-/// CPU features the module's functions are compiled for.
+/// CPU features the module's functions are compiled for. `$special` lists dedicated `mat_mat`
+/// kernels that replace the per-token loop over `mat_vec`.
 macro_rules! simd_set {
-    ($fns:ident, $table:ident, $simd:ident, $isa:literal) => {
+    ($fns:ident, $table:ident, $simd:ident, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }) => {
         mod $fns {
             use super::*;
             use crate::quant::$simd as simd;
@@ -308,6 +399,17 @@ macro_rules! simd_set {
                     mv_q4_k: BlockQ4K, BlockQ8K => |w, a, o| unsafe { simd::mat_vec_q4_k_q8_k(w, a, o) };
                     mv_q6_k: BlockQ6K, BlockQ8K => |w, a, o| unsafe { simd::mat_vec_q6_k_q8_k(w, a, o) };
                 }
+                mat_mat {
+                    mm_f32: f32, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_f32_f32(w, a, o) });
+                    mm_f16: f16, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_f16_f32(w, a, o) });
+                    mm_bf16: bf16, f32 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_bf16_f32(w, a, o) });
+                    mm_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q4_0_q8_0(w, a, o) });
+                    mm_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q4_1_q8_1(w, a, o) });
+                    mm_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q5_0_q8_0(w, a, o) });
+                    mm_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q8_0_q8_0(w, a, o) });
+                    mm_q4_k: BlockQ4K, BlockQ8K => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q4_k_q8_k(w, a, o) });
+                    mm_q6_k: BlockQ6K, BlockQ8K => |w, a, nr, nt, o, s| per_token(w, a, nr, nt, o, s, |w, a, o| unsafe { simd::mat_vec_q6_k_q8_k(w, a, o) });
+                }
                 quant {
                     quant_q8_0: BlockQ8_0 => |x, o| unsafe { simd::quantize_row_q8_0(x, o) };
                     quant_q8_1: BlockQ8_1 => |x, o| unsafe { simd::quantize_row_q8_1(x, o) };
@@ -329,6 +431,16 @@ macro_rules! simd_set {
                     F32 => mv_f32, F16 => mv_f16, BF16 => mv_bf16, Q4_0 => mv_q4_0, Q4_1 => mv_q4_1,
                     Q5_0 => mv_q5_0, Q8_0 => mv_q8_0, Q4_K => mv_q4_k, Q6_K => mv_q6_k,
                 },
+                mat_mat: {
+                    // Not mutated when a set has no dedicated kernels.
+                    #[allow(unused_mut)]
+                    let mut t = table! { MatMatFn;
+                        F32 => mm_f32, F16 => mm_f16, BF16 => mm_bf16, Q4_0 => mm_q4_0, Q4_1 => mm_q4_1,
+                        Q5_0 => mm_q5_0, Q8_0 => mm_q8_0, Q4_K => mm_q4_k, Q6_K => mm_q6_k,
+                    };
+                    $(t[slot(GgmlType::$special)] = Some($sfn);)*
+                    t
+                },
                 quant: table! { QuantizeFn;
                     F32 => reference_fns::quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k,
                 },
@@ -338,11 +450,36 @@ macro_rules! simd_set {
     };
 }
 
+/// Dedicated AVX2 multi-token kernels: each weight block is decoded once for four tokens.
 #[cfg(target_arch = "x86_64")]
-simd_set!(avx2_fns, AVX2, x86, "avx2");
+mod avx2_mat_mat {
+    use super::*;
+    use crate::quant::x86 as simd;
+
+    byte_fns! {
+        dot {}
+        mat_vec {}
+        mat_mat {
+            mm_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_0_q8_0(w, a, nr, nt, o, s) };
+            mm_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_1_q8_1(w, a, nr, nt, o, s) };
+            mm_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q5_0_q8_0(w, a, nr, nt, o, s) };
+            mm_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q8_0_q8_0(w, a, nr, nt, o, s) };
+            mm_q4_k: BlockQ4K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_k_q8_k(w, a, nr, nt, o, s) };
+            mm_q6_k: BlockQ6K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q6_k_q8_k(w, a, nr, nt, o, s) };
+        }
+        quant {}
+        deq {}
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+simd_set!(avx2_fns, AVX2, x86, "avx2", {
+    Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
+    Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
+});
 
 #[cfg(target_arch = "aarch64")]
-simd_set!(neon_fns, NEON, aarch64, "neon");
+simd_set!(neon_fns, NEON, aarch64, "neon", {});
 
 #[cfg(target_arch = "aarch64")]
 fn detect_neon() -> Option<&'static Kernels> {

@@ -3,7 +3,7 @@
 //!
 //! Use: pick the kernel set once with [`kernels`], quantize the activation row into an
 //! [`ActBuf`] with `quantize(w.activation_type())`, then call `vec_dot(w)` (or `mat_vec(w)`)
-//! per weight row. All byte-level functions check sizes and never panic: a row that is too
+//! per weight row; for several tokens at once, `mat_mat(w)`. All byte-level functions check sizes and never panic: a row that is too
 //! short yields `0.0` (dot products) or leaves the output untouched (everything else).
 //!
 //! Alignment: kernels view bytes as blocks in place when they are aligned for the block type
@@ -35,6 +35,14 @@ pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// `out[r] = dot(row r, a)` for `out.len()` consecutive weight rows of `n` elements each in
 /// `w`. Same contract as [`VecDotFn`]; on bad sizes `out` is left untouched.
 pub type MatVecFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
+/// `out[t * out_stride + r] = dot(weight row r, activation row t)` for `r in 0..n_rows`,
+/// `t in 0..n_tok`: `w` holds `n_rows` consecutive weight rows of `n` elements, `a` holds
+/// `n_tok` consecutive activation rows (in the weight type's activation format). Used for
+/// prefill, where decoding each weight block once for several tokens pays off. Same contract
+/// as [`VecDotFn`]; on bad sizes (including `out_stride < n_rows` with more than one token, or
+/// `out` too short) `out` is left untouched.
+pub type MatMatFn =
+    fn(n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], out_stride: usize);
 /// f32 row -> activation-format bytes (`x.len()` a multiple of the block size, `out` at least
 /// `row_bytes(x.len())` long).
 pub type QuantizeFn = fn(x: &[f32], out: &mut [u8]);

@@ -215,7 +215,10 @@ fn activation_types_and_tables_are_complete() {
     for k in &kernels {
         for w in WEIGHT_TYPES {
             assert!(
-                k.vec_dot(w).is_some() && k.mat_vec(w).is_some() && k.dequantize(w).is_some(),
+                k.vec_dot(w).is_some()
+                    && k.mat_vec(w).is_some()
+                    && k.mat_mat(w).is_some()
+                    && k.dequantize(w).is_some(),
                 "{} {}",
                 k.isa,
                 w.name()
@@ -223,7 +226,7 @@ fn activation_types_and_tables_are_complete() {
             assert!(k.quantize(w.activation_type()).is_some());
         }
         for t in [Q8_1, Q8_K] {
-            assert!(k.vec_dot(t).is_none() && k.mat_vec(t).is_none());
+            assert!(k.vec_dot(t).is_none() && k.mat_vec(t).is_none() && k.mat_mat(t).is_none());
         }
         for t in [Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, F16, BF16] {
             assert!(k.quantize(t).is_none());
@@ -478,6 +481,115 @@ fn mat_vec_equals_row_dots() {
             let mut out = vec![f32::NAN; rows + 1];
             (k.mat_vec(w_type).unwrap())(n, w.as_bytes(), a.as_bytes(), &mut out);
             assert!(out.iter().all(|v| v.is_nan()));
+        }
+    }
+}
+
+/// `n_tok` activation rows of `n` elements, quantized one by one and laid end to end.
+fn act_rows(rng: &mut Rng, act: GgmlType, n: usize, n_tok: usize) -> ActBuf {
+    let mut bytes = Vec::new();
+    for _ in 0..n_tok {
+        bytes.extend_from_slice(quant(reference_kernels(), act, &activations(rng, n)).as_bytes());
+    }
+    aligned(&bytes)
+}
+
+#[test]
+fn mat_mat_equals_row_dots() {
+    let mut rng = Rng(7);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        let lens = lengths(w_type);
+        // A short row (tails of the block loops) and one of at least 256 elements.
+        for n in [lens[2], *lens.iter().find(|&&n| n >= 256).unwrap_or(&256)] {
+            for rows in [1, 2, 5] {
+                let w = aligned(&weights(&mut rng, w_type, n * rows));
+                let (wb, ab) = (w_type.row_bytes(n), act.row_bytes(n));
+                for n_tok in [1, 2, 3, 4, 5, 9] {
+                    let a = act_rows(&mut rng, act, n, n_tok);
+                    for stride in [rows, rows + 3] {
+                        for k in available_kernels() {
+                            let mm = k.mat_mat(w_type).unwrap();
+                            let dot = k.vec_dot(w_type).unwrap();
+                            let mut out = vec![f32::NAN; (n_tok - 1) * stride + rows + 2];
+                            mm(n, w.as_bytes(), rows, a.as_bytes(), n_tok, &mut out, stride);
+                            for (i, &o) in out.iter().enumerate() {
+                                let (t, r) = (i / stride, i % stride);
+                                if t >= n_tok || r >= rows {
+                                    assert!(o.is_nan(), "{} {} wrote outside the tile at {i}", k.isa, w_type.name());
+                                    continue;
+                                }
+                                let wr = &w.as_bytes()[r * wb..(r + 1) * wb];
+                                let at = &a.as_bytes()[t * ab..(t + 1) * ab];
+                                let want = dot(n, wr, at);
+                                let tol = 2e-5 * mass(&deq(w_type, wr, n), &deq(act, at, n)) + 1e-6;
+                                assert!(
+                                    (o - want).abs() <= tol,
+                                    "{} {} n={n} rows={rows} n_tok={n_tok} stride={stride} t={t} r={r}: {o} vs {want}",
+                                    k.isa,
+                                    w_type.name()
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mat_mat_survives_bad_sizes_and_alignment() {
+    let mut rng = Rng(8);
+    for w_type in WEIGHT_TYPES {
+        let act = w_type.activation_type();
+        let n = 512;
+        let (rows, n_tok) = (3, 5);
+        let w = aligned(&weights(&mut rng, w_type, n * rows));
+        let a = act_rows(&mut rng, act, n, n_tok);
+        for k in available_kernels() {
+            let mm = k.mat_mat(w_type).unwrap();
+            let mut base = vec![0.0; rows * n_tok];
+            mm(n, w.as_bytes(), rows, a.as_bytes(), n_tok, &mut base, rows);
+
+            // Misaligned copies: identical result.
+            let mut sw = vec![0u8; w.len() + 1];
+            sw[1..].copy_from_slice(w.as_bytes());
+            let mut sa = vec![0u8; a.len() + 3];
+            sa[3..].copy_from_slice(a.as_bytes());
+            let mut out = vec![0.0; rows * n_tok];
+            mm(n, &sw[1..], rows, &sa[3..], n_tok, &mut out, rows);
+            assert_eq!(out, base, "{} {}", k.isa, w_type.name());
+
+            // Bad sizes: output untouched, no panic.
+            let untouched = |w: &[u8], a: &[u8], n: usize, rows: usize, n_tok: usize, len: usize, stride: usize| {
+                let mut out = vec![f32::NAN; len];
+                mm(n, w, rows, a, n_tok, &mut out, stride);
+                assert!(out.iter().all(|v| v.is_nan()), "{} {}", k.isa, w_type.name());
+            };
+            let (wb, ab) = (w.as_bytes(), a.as_bytes());
+            untouched(&wb[..wb.len() - 1], ab, n, rows, n_tok, rows * n_tok, rows);
+            untouched(wb, &ab[..ab.len() - 1], n, rows, n_tok, rows * n_tok, rows);
+            untouched(wb, ab, n, rows, n_tok, rows * n_tok - 1, rows);
+            untouched(wb, ab, n, rows, n_tok, rows * n_tok, rows - 1);
+            untouched(wb, ab, n + 1, rows, n_tok, rows * n_tok, rows);
+            untouched(wb, ab, usize::MAX / 2 + 1, rows, n_tok, rows * n_tok, rows);
+            untouched(wb, ab, n, usize::MAX, n_tok, rows * n_tok, rows);
+            untouched(wb, ab, n, rows, usize::MAX, rows * n_tok, usize::MAX);
+            untouched(wb, ab, n, 0, n_tok, 4, rows);
+            untouched(wb, ab, n, rows, 0, 4, rows);
+            // A single token needs no stride.
+            let mut one = vec![f32::NAN; rows];
+            mm(n, wb, rows, ab, 1, &mut one, 0);
+            let (rb, tb) = (w_type.row_bytes(n), act.row_bytes(n));
+            for (r, &o) in one.iter().enumerate() {
+                let want = (k.vec_dot(w_type).unwrap())(n, &wb[r * rb..(r + 1) * rb], &ab[..tb]);
+                assert_eq!(o, want, "{} {}", k.isa, w_type.name());
+            }
+            // Zero-length rows: zeros.
+            let mut z = vec![f32::NAN; rows * n_tok];
+            mm(0, wb, rows, ab, n_tok, &mut z, rows);
+            assert!(z.iter().all(|&v| v == 0.0));
         }
     }
 }

@@ -529,3 +529,258 @@ mat_vec! {
     mat_vec_f16_f32 => vec_dot_f16_f32(f16, f32);
     mat_vec_bf16_f32 => vec_dot_bf16_f32(bf16, f32);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Multi-token kernels (prefill): each weight block is decoded once and applied to four
+// activation rows, so the decode cost and the weight traffic are shared. Per token and block
+// the integer math and the scale product are those of the single-token kernel; only the f32
+// accumulation order differs.
+
+/// Drives a 1-row x 4-token tile over `n_rows` rows and `n_tok` activation rows of `nb` blocks
+/// each; `out[t * stride + r]`. `$four` computes the four dots of `$row` with `$y` (four token
+/// rows); leftover tokens go through the single-token `$dot`. A macro so the body inlines with
+/// the caller's target features.
+macro_rules! tile4 {
+    ($w:expr, $a:expr, $n_rows:expr, $n_tok:expr, $out:expr, $stride:expr, $dot:ident,
+     |$row:ident, $y:ident| $four:expr) => {{
+        let (w, a, out, stride, n_rows, n_tok) = ($w, $a, $out, $stride, $n_rows, $n_tok);
+        let nb = a.len() / n_tok.max(1);
+        if nb == 0 {
+            return;
+        }
+        let n_tok = n_tok.min(a.len() / nb);
+        let n_rows = n_rows.min(w.len() / nb);
+        let tok = |t: usize| &a[t * nb..(t + 1) * nb];
+        // Rows go in small groups so a group's weights and one quad of activation rows stay
+        // in L1 while the group is swept over every quad.
+        const GROUP: usize = 16;
+        for r0 in (0..n_rows).step_by(GROUP) {
+            let group = w[r0 * nb..(r0 + GROUP).min(n_rows) * nb].chunks_exact(nb);
+            let mut t = 0;
+            while t + 4 <= n_tok {
+                let $y = [tok(t), tok(t + 1), tok(t + 2), tok(t + 3)];
+                for (i, $row) in group.clone().enumerate() {
+                    let res: [f32; 4] = $four;
+                    for (j, v) in res.into_iter().enumerate() {
+                        if let Some(o) = out.get_mut((t + j) * stride + r0 + i) {
+                            *o = v;
+                        }
+                    }
+                }
+                t += 4;
+            }
+            for t in t..n_tok {
+                let at = tok(t);
+                for (i, row) in group.clone().enumerate() {
+                    if let Some(o) = out.get_mut(t * stride + r0 + i) {
+                        *o = $dot(row, at);
+                    }
+                }
+            }
+        }
+    }};
+}
+
+/// Lane `t` of `v` broadcast to all eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn lane(v: __m128, t: i32) -> __m256 {
+    _mm256_permutevar8x32_ps(_mm256_castps128_ps256(v), _mm256_set1_epi32(t))
+}
+
+/// The four tokens' f16 scales of block `b` -> 4 x f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16x4(h: [f16; 4]) -> __m128 {
+    let bits = h[0].to_bits() as u64
+        | (h[1].to_bits() as u64) << 16
+        | (h[2].to_bits() as u64) << 32
+        | (h[3].to_bits() as u64) << 48;
+    _mm_cvtph_ps(_mm_cvtsi64_si128(bits as i64))
+}
+
+/// 4 x 32-element formats with a lone f16 scale and a signed dot against Q8_0: `$decode`
+/// turns a weight block into 32 signed bytes, taken apart once for the sign trick.
+macro_rules! mat_mat_32 {
+    ($($name:ident => $dot:ident($W:ty), |$x:ident| $decode:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name(w: &[$W], a: &[BlockQ8_0], n_rows: usize, n_tok: usize, out: &mut [f32], stride: usize) {
+            tile4!(w, a, n_rows, n_tok, out, stride, $dot, |row, y| {
+                let mut acc = [_mm256_setzero_ps(); 4];
+                for (b, $x) in row.iter().enumerate() {
+                    let (y0, y1, y2, y3) = (&y[0][b], &y[1][b], &y[2][b], &y[3][b]);
+                    let d = _mm_mul_ps(f16x4([y0.d, y1.d, y2.d, y3.d]), _mm_set1_ps(fp16($x.d)));
+                    let qx = $decode;
+                    let ax = _mm256_sign_epi8(qx, qx);
+                    let ys = [y0, y1, y2, y3];
+                    for t in 0..4 {
+                        let sy = _mm256_sign_epi8(load32(&ys[t].qs), qx);
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+                        acc[t] = _mm256_fmadd_ps(lane(d, t as i32), _mm256_cvtepi32_ps(p), acc[t]);
+                    }
+                }
+                [hsum_ps(acc[0]), hsum_ps(acc[1]), hsum_ps(acc[2]), hsum_ps(acc[3])]
+            })
+        }
+    )*};
+}
+
+mat_mat_32! {
+    mat_mat_q4_0_q8_0 => vec_dot_q4_0_q8_0(BlockQ4_0), |x| _mm256_sub_epi8(nibbles32(&x.qs), _mm256_set1_epi8(8));
+    mat_mat_q5_0_q8_0 => vec_dot_q5_0_q8_0(BlockQ5_0), |x| {
+        let hi = _mm256_andnot_si256(bits_to_bytes32(u32::from_le_bytes(x.qh)), _mm256_set1_epi8(0xF0u8 as i8));
+        _mm256_or_si256(nibbles32(&x.qs), hi)
+    };
+    mat_mat_q8_0_q8_0 => vec_dot_q8_0_q8_0(BlockQ8_0), |x| load32(&x.qs);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn mat_mat_q4_1_q8_1(
+    w: &[BlockQ4_1],
+    a: &[BlockQ8_1],
+    n_rows: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    tile4!(w, a, n_rows, n_tok, out, stride, vec_dot_q4_1_q8_1, |row, y| {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        // Lane t: the offsets m * s of token t.
+        let mut acc_ms = _mm_setzero_ps();
+        for (b, x) in row.iter().enumerate() {
+            let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
+            let xdm = _mm_cvtph_ps(_mm_cvtsi32_si128((x.d.to_bits() as u32 | (x.m.to_bits() as u32) << 16) as i32));
+            let d = _mm_mul_ps(f16x4([ys[0].d, ys[1].d, ys[2].d, ys[3].d]), _mm_broadcastss_ps(xdm));
+            let s = f16x4([ys[0].s, ys[1].s, ys[2].s, ys[3].s]);
+            acc_ms = _mm_add_ps(acc_ms, _mm_mul_ps(s, _mm_shuffle_ps(xdm, xdm, 0b01_01_01_01)));
+            let qx = nibbles32(&x.qs);
+            for t in 0..4 {
+                let p = dot_u8_i8(qx, load32(&ys[t].qs));
+                acc[t] = _mm256_fmadd_ps(lane(d, t as i32), _mm256_cvtepi32_ps(p), acc[t]);
+            }
+        }
+        let mut ms = [0f32; 4];
+        _mm_storeu_ps(ms.as_mut_ptr(), acc_ms);
+        [hsum_ps(acc[0]) + ms[0], hsum_ps(acc[1]) + ms[1], hsum_ps(acc[2]) + ms[2], hsum_ps(acc[3]) + ms[3]]
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn mat_mat_q4_k_q8_k(
+    w: &[BlockQ4K],
+    a: &[BlockQ8K],
+    n_rows: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    tile4!(w, a, n_rows, n_tok, out, stride, vec_dot_q4_k_q8_k, |row, y| {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc_m = [_mm_setzero_ps(); 4];
+        for (b, x) in row.iter().enumerate() {
+            let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
+            let (dx, dminx) = (fp16(x.d), -fp16(x.dmin));
+            let sm = q4k_scales_mins(&x.scales);
+            let mins_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128(sm.as_ptr().cast()));
+            let mins = _mm256_extracti128_si256(mins_scales, 1);
+            for t in 0..4 {
+                let bsums = _mm256_loadu_si256(ys[t].bsums.as_ptr().cast());
+                let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+                let prod = _mm_madd_epi16(mins, q8s);
+                acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dminx * ys[t].d), _mm_cvtepi32_ps(prod), acc_m[t]);
+            }
+            let sc128 = _mm256_castsi256_si128(mins_scales);
+            let scales = _mm256_set_m128i(sc128, sc128);
+            let mut sumi = [_mm256_setzero_si256(); 4];
+            for g in 0..QK_K / 64 {
+                let lo_idx = (4 * g as i16) | ((4 * g as i16 + 1) << 8);
+                let hi_idx = (4 * g as i16 + 2) | ((4 * g as i16 + 3) << 8);
+                let scale_l = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(lo_idx));
+                let scale_h = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(hi_idx));
+                let q4bits = _mm256_loadu_si256(x.qs[32 * g..].as_ptr().cast());
+                let q4l = _mm256_and_si256(q4bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4);
+                for t in 0..4 {
+                    let q8l = _mm256_loadu_si256(ys[t].qs[64 * g..].as_ptr().cast());
+                    let q8h = _mm256_loadu_si256(ys[t].qs[64 * g + 32..].as_ptr().cast());
+                    let pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q4l, q8l));
+                    let ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q4h, q8h));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+                }
+            }
+            for t in 0..4 {
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            }
+        }
+        let mut res = [0f32; 4];
+        for t in 0..4 {
+            let mut m = _mm_add_ps(acc_m[t], _mm_movehl_ps(acc_m[t], acc_m[t]));
+            m = _mm_add_ss(m, _mm_movehdup_ps(m));
+            res[t] = hsum_ps(acc[t]) + _mm_cvtss_f32(m);
+        }
+        res
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn mat_mat_q6_k_q8_k(
+    w: &[BlockQ6K],
+    a: &[BlockQ8K],
+    n_rows: usize,
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m2 = _mm256_set1_epi8(3);
+    tile4!(w, a, n_rows, n_tok, out, stride, vec_dot_q6_k_q8_k, |row, y| {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (b, x) in row.iter().enumerate() {
+            let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
+            let dx = fp16(x.d);
+            let scales = _mm_loadu_si128(x.scales.as_ptr().cast());
+            let scales16 = _mm256_cvtepi8_epi16(scales);
+            let mut sumi = [_mm256_setzero_si256(); 4];
+            for t in 0..4 {
+                // The -32 offset, as in the single-token kernel: 32 * sum_g scale[g] * bsums[g].
+                let bsums = _mm256_loadu_si256(ys[t].bsums.as_ptr().cast());
+                sumi[t] = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(_mm256_madd_epi16(scales16, bsums), 5));
+            }
+            for h in 0..QK_K / 128 {
+                let ql1 = _mm256_loadu_si256(x.ql[64 * h..].as_ptr().cast());
+                let ql2 = _mm256_loadu_si256(x.ql[64 * h + 32..].as_ptr().cast());
+                let qh = _mm256_loadu_si256(x.qh[32 * h..].as_ptr().cast());
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql2, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(ql2, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4),
+                    ),
+                ];
+                for (k, &qk) in q.iter().enumerate() {
+                    let s = 8 * h + 2 * k;
+                    let idx = _mm_set_epi64x(0x0101_0101_0101_0101 * (s as i64 + 1), 0x0101_0101_0101_0101 * s as i64);
+                    let scale = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, idx));
+                    for t in 0..4 {
+                        let q8 = _mm256_loadu_si256(ys[t].qs[128 * h + 32 * k..].as_ptr().cast());
+                        let p = _mm256_madd_epi16(scale, _mm256_maddubs_epi16(qk, q8));
+                        sumi[t] = _mm256_add_epi32(sumi[t], p);
+                    }
+                }
+            }
+            for t in 0..4 {
+                acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * ys[t].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+            }
+        }
+        [hsum_ps(acc[0]), hsum_ps(acc[1]), hsum_ps(acc[2]), hsum_ps(acc[3])]
+    })
+}
