@@ -13,7 +13,6 @@ pub use weights::Matrix;
 
 use std::cell::RefCell;
 
-use half::slice::HalfFloatSliceExt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -310,6 +309,7 @@ impl Model {
         let keys = kv.keys(il, positions);
         let values = kv.values(il, positions);
         let scale = c.attention_scale;
+        let (f16_dot, f16_axpy) = (self.kernels.f16_dot(), self.kernels.f16_axpy());
         let out_ptr = SharedMut::new(out.as_mut_ptr());
         pool.parallel_for(nh * n, &|task| {
             let (t, h) = (task / nh, task % nh);
@@ -320,21 +320,15 @@ impl Model {
             SCORES.with(|buf| {
                 let mut buf = buf.borrow_mut();
                 let count = p + 1 - lo;
-                buf.resize(count + 2 * hd, 0.0);
-                let (scores, rest) = buf.split_at_mut(count);
-                let (acc, row) = rest.split_at_mut(hd);
+                buf.resize(count + hd, 0.0);
+                let (scores, acc) = buf.split_at_mut(count);
                 for (j, sc) in (lo..=p).zip(scores.iter_mut()) {
-                    // Whole-row conversion uses the CPU's f16 instructions where it has them.
-                    keys[j * kvd + g * hd..][..hd].convert_to_f32_slice(row);
-                    *sc = qh.iter().zip(row.iter()).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    *sc = f16_dot(&keys[j * kvd + g * hd..][..hd], qh) * scale;
                 }
                 ops::softmax(scores);
                 acc.iter_mut().for_each(|a| *a = 0.0);
                 for (j, &w) in (lo..=p).zip(scores.iter()) {
-                    values[j * kvd + g * hd..][..hd].convert_to_f32_slice(row);
-                    for (a, b) in acc.iter_mut().zip(row.iter()) {
-                        *a += w * b;
-                    }
+                    f16_axpy(w, &values[j * kvd + g * hd..][..hd], acc);
                 }
                 // SAFETY: each (t, h) task writes its own hd-sized slice.
                 let o = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(t * nh * hd + h * hd), hd) };

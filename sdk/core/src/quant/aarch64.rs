@@ -289,6 +289,23 @@ pub unsafe fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
 }
 
 #[target_feature(enable = "neon")]
+pub unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    let va = vdupq_n_f32(a);
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    let mut i = 0;
+    while i + 8 <= n {
+        let (x0, x1) = fp16x8(vld1q_u16(xp.add(i).cast()));
+        vst1q_f32(yp.add(i), vfmaq_f32(vld1q_f32(yp.add(i)), va, x0));
+        vst1q_f32(yp.add(i + 4), vfmaq_f32(vld1q_f32(yp.add(i + 4)), va, x1));
+        i += 8;
+    }
+    for j in i..n {
+        y[j] += a * fp16(x[j]);
+    }
+}
+
+#[target_feature(enable = "neon")]
 pub unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     // bf16 is the top half of an f32.
     dot_f32_lanes!(

@@ -45,6 +45,8 @@ pub struct Kernels {
     mat_mat: [Option<MatMatFn>; N_TYPES],
     quant: [Option<QuantizeFn>; N_TYPES],
     deq: [Option<DequantizeFn>; N_TYPES],
+    f16_dot: fn(&[f16], &[f32]) -> f32,
+    f16_axpy: fn(f32, &[f16], &mut [f32]),
 }
 
 impl Kernels {
@@ -63,6 +65,17 @@ impl Kernels {
     /// Present wherever `mat_vec` is; types without a dedicated kernel loop over `mat_vec`.
     pub fn mat_mat(&self, w: GgmlType) -> Option<MatMatFn> {
         self.mat_mat[slot(w)]
+    }
+
+    /// `x · y` for an f16 row and an f32 row (attention scores against the f16 key cache);
+    /// reads the shorter length.
+    pub fn f16_dot(&self) -> fn(&[f16], &[f32]) -> f32 {
+        self.f16_dot
+    }
+
+    /// `y += a * x` for an f16 row (attention's sum of f16 value rows); the shorter length.
+    pub fn f16_axpy(&self) -> fn(f32, &[f16], &mut [f32]) {
+        self.f16_axpy
     }
 
     /// f32 row -> activation format `act` (`Q8_0`, `Q8_1`, `Q8_K`, or `F32`, which copies).
@@ -363,6 +376,8 @@ static REFERENCE: Kernels = {
         },
         quant: table! { QuantizeFn; F32 => quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k },
         deq: DEQUANTIZE,
+        f16_dot: r::vec_dot_f16_f32,
+        f16_axpy: r::axpy_f16_f32,
     }
 };
 
@@ -445,6 +460,8 @@ macro_rules! simd_set {
                     F32 => reference_fns::quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k,
                 },
                 deq: DEQUANTIZE,
+                f16_dot: |x, y| unsafe { crate::quant::$simd::vec_dot_f16_f32(x, y) },
+                f16_axpy: |a, x, y| unsafe { crate::quant::$simd::axpy_f16_f32(a, x, y) },
             }
         };
     };

@@ -220,6 +220,13 @@ pub fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
 }
 
+/// `y += a * x` over an f16 row (attention's weighted sum of value rows).
+pub fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += a * x.to_f32();
+    }
+}
+
 pub fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
 }

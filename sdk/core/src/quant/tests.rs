@@ -652,3 +652,26 @@ fn byte_api_survives_bad_sizes_and_alignment() {
         }
     }
 }
+
+#[test]
+fn f16_attention_kernels_match_reference() {
+    let mut rng = Rng(0xa77e);
+    for n in [0usize, 1, 7, 8, 9, 31, 64, 100, 256] {
+        let x: Vec<f16> = activations(&mut rng, n).into_iter().map(f16::from_f32).collect();
+        let y = activations(&mut rng, n);
+        let a = rng.range(-1.0, 1.0);
+        let want_dot = dot64(&x.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), &y);
+        let mut want_axpy = y.clone();
+        r::axpy_f16_f32(a, &x, &mut want_axpy);
+        for k in available_kernels() {
+            let got = (k.f16_dot())(&x, &y);
+            let tol = 1e-5 * (1.0 + mass(&x.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), &y));
+            assert!((got - want_dot).abs() <= tol, "{} f16_dot n={n}: {got} vs {want_dot}", k.isa);
+            let mut got_axpy = y.clone();
+            (k.f16_axpy())(a, &x, &mut got_axpy);
+            for (i, (g, w)) in got_axpy.iter().zip(&want_axpy).enumerate() {
+                assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{} f16_axpy n={n} i={i}: {g} vs {w}", k.isa);
+            }
+        }
+    }
+}

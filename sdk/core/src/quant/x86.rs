@@ -355,6 +355,22 @@ pub unsafe fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    let va = _mm256_set1_ps(a);
+    let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
+    let mut i = 0;
+    while i + 8 <= n {
+        let xv = _mm256_cvtph_ps(_mm_loadu_si128(xp.add(i).cast()));
+        _mm256_storeu_ps(yp.add(i), _mm256_fmadd_ps(va, xv, _mm256_loadu_ps(yp.add(i))));
+        i += 8;
+    }
+    for j in i..n {
+        y[j] += a * fp16(x[j]);
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     // bf16 is the top half of an f32.
     dot_f32_lanes!(
