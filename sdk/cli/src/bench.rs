@@ -1,7 +1,8 @@
 //! `tern bench`: prefill and decode throughput, measured the way llama-bench does (pp N / tg M).
 //!
 //! Prefill runs N token ids with a single generated token; decode generates M tokens with
-//! end-of-generation ignored. Each repetition starts from an empty context, and the reported
+//! end-of-generation ignored; decode at depth D generates M tokens after D prompt tokens are in
+//! the cache (attention then reads D keys per step, as in a long conversation). Each repetition starts from an empty context, and the reported
 //! speed is the median over the repetitions after one untimed warm-up (which pages the mapped
 //! weights in and sizes the scratch buffers).
 
@@ -30,6 +31,9 @@ pub struct BenchArgs {
     /// Worker threads [default: chosen by the engine]
     #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
+    /// Context depth for the long-context decode test (0 skips it)
+    #[arg(long, short = 'd', default_value_t = 1536)]
+    pub depth: u64,
     /// Timed repetitions of each test
     #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repetitions: u64,
@@ -49,17 +53,22 @@ struct Report {
     repetitions: usize,
     prefill_tps: f64,
     decode_tps: f64,
+    /// Context depth of the long-context decode test (absent when skipped).
+    depth: Option<usize>,
+    decode_at_depth_tps: Option<f64>,
     load_ms: f64,
     peak_rss_bytes: Option<u64>,
     prefill_tps_runs: Vec<f64>,
     decode_tps_runs: Vec<f64>,
+    decode_at_depth_tps_runs: Vec<f64>,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
     let (n_prompt, n_gen, reps) = (a.prompt_tokens as usize, a.gen_tokens as usize, a.repetitions as usize);
+    let depth = a.depth as usize;
     let threads = a.threads.map(|t| t as usize);
     // Like llama-bench: a context just large enough for the tests, so KV memory is comparable.
-    let ctx = n_prompt.max(n_gen + 1) + 1;
+    let ctx = n_prompt.max(n_gen + 1).max(if depth > 0 { depth + n_gen } else { 0 }) + 1;
     let loaded = load(&a.model, threads, Some(ctx))?;
     let engine = loaded.engine.clone();
     let info = engine.info();
@@ -69,7 +78,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             info.context_length
         )));
     }
-    let prompt = bench_prompt(engine.tokenizer(), info.vocab_size, n_prompt)?;
+    let prompt = bench_prompt(engine.tokenizer(), info.vocab_size, n_prompt.max(depth))?;
+    let (prompt, depth_prompt) = (&prompt[..n_prompt], &prompt[..depth]);
     // Decode starts from the prompt's first token (BOS where the model uses one), as tg in llama-bench.
     let decode_prompt = &prompt[..1];
 
@@ -81,11 +91,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
     };
     let mut prefill = session(1)?;
     let mut decode = session(n_gen)?;
+    let mut deep = session(n_gen)?;
 
     let bar = if a.json || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
-        let bar = ProgressBar::new(2 * (reps as u64 + 1));
+        let tests = if depth > 0 { 3 } else { 2 };
+        let bar = ProgressBar::new(tests * (reps as u64 + 1));
         if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
             bar.set_style(style);
         }
@@ -94,11 +106,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
 
     let mut prefill_runs = Vec::with_capacity(reps);
     let mut decode_runs = Vec::with_capacity(reps);
+    let mut deep_runs = Vec::with_capacity(reps);
     for rep in 0..=reps {
         let label = if rep == 0 { "warm-up".to_owned() } else { format!("rep {rep}/{reps}") };
         bar.set_message(format!("{label}: pp{n_prompt}"));
         prefill.reset();
-        let s = drain(prefill.complete_ids(&prompt)?)?;
+        let s = drain(prefill.complete_ids(prompt)?)?;
         check(&s, n_prompt, 1, "prefill")?;
         bar.inc(1);
 
@@ -107,6 +120,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
         let d = drain(decode.complete_ids(decode_prompt)?)?;
         check(&d, 1, n_gen, "decode")?;
         bar.inc(1);
+
+        if depth > 0 {
+            bar.set_message(format!("{label}: tg{n_gen} @ d{depth}"));
+            deep.reset();
+            let dd = drain(deep.complete_ids(depth_prompt)?)?;
+            check(&dd, depth, n_gen, "decode at depth")?;
+            bar.inc(1);
+            if rep > 0 {
+                deep_runs.push(dd.decode_tokens_per_s);
+            }
+        }
 
         if rep > 0 {
             prefill_runs.push(s.prefill_tokens_per_s);
@@ -128,10 +152,13 @@ pub fn run(a: BenchArgs) -> Result<()> {
         repetitions: reps,
         prefill_tps: median(&prefill_runs),
         decode_tps: median(&decode_runs),
+        depth: (depth > 0).then_some(depth),
+        decode_at_depth_tps: (depth > 0).then(|| median(&deep_runs)),
         load_ms: loaded.load_time.as_secs_f64() * 1e3,
         peak_rss_bytes: tern::peak_rss_bytes(),
         prefill_tps_runs: prefill_runs,
         decode_tps_runs: decode_runs,
+        decode_at_depth_tps_runs: deep_runs,
     };
     print_report(&report, a.json)
 }
@@ -147,15 +174,19 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
         format!("{lo:.2} .. {hi:.2}")
     };
     out.line(&format!(
-        "| {:<36} | {:>7} | {:>6} | {:>10} | {:>20} |",
+        "| {:<36} | {:>7} | {:>13} | {:>10} | {:>20} |",
         "model", "threads", "test", "t/s", "min .. max"
     ))?;
-    out.line(&format!("| {:-<36} | {:->7} | {:->6} | {:->10} | {:->20} |", "", "", "", "", ""))?;
-    for (test, tps, runs) in [
+    out.line(&format!("| {:-<36} | {:->7} | {:->13} | {:->10} | {:->20} |", "", "", "", "", ""))?;
+    let mut tests = vec![
         (format!("pp{}", r.prompt_tokens), r.prefill_tps, &r.prefill_tps_runs),
         (format!("tg{}", r.gen_tokens), r.decode_tps, &r.decode_tps_runs),
-    ] {
-        out.line(&format!("| {:<36} | {:>7} | {test:>6} | {tps:>10.2} | {:>20} |", r.model, r.threads, spread(runs)))?;
+    ];
+    if let (Some(depth), Some(tps)) = (r.depth, r.decode_at_depth_tps) {
+        tests.push((format!("tg{} @ d{depth}", r.gen_tokens), tps, &r.decode_at_depth_tps_runs));
+    }
+    for (test, tps, runs) in tests {
+        out.line(&format!("| {:<36} | {:>7} | {test:>13} | {tps:>10.2} | {:>20} |", r.model, r.threads, spread(runs)))?;
     }
     let rss = r.peak_rss_bytes.map_or_else(|| "unknown".to_owned(), mib);
     out.line(&format!(
