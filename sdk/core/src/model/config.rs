@@ -105,7 +105,7 @@ impl Config {
             Some(_) => f.get_usize(&key("attention.key_length"))?,
             None => n_embd / n_head,
         };
-        if let Some(_) = f.get(&key("attention.value_length")) {
+        if f.get(&key("attention.value_length")).is_some() {
             let v = f.get_usize(&key("attention.value_length"))?;
             if v != head_dim {
                 return Err(Error::Corrupt(format!("value length {v} differs from key length {head_dim}")));

@@ -398,7 +398,7 @@ impl Scratch {
 
     /// Logit rows of the last forward pass.
     pub fn logits(&self) -> impl ExactSizeIterator<Item = &[f32]> {
-        let vocab = if self.logits_rows == 0 { 1 } else { self.logits.len() / self.logits_rows };
+        let vocab = self.logits.len().checked_div(self.logits_rows).unwrap_or(1);
         self.logits.chunks_exact(vocab).take(self.logits_rows)
     }
 

@@ -24,7 +24,7 @@ impl Matrix {
 
     pub fn from_info(f: &GgufFile, t: &TensorInfo, cols: usize, rows: usize) -> Result<Matrix> {
         let expected = [cols as u64, rows as u64];
-        let found: Vec<u64> = t.dims.iter().copied().collect();
+        let found: Vec<u64> = t.dims.to_vec();
         let shape_ok = found.len() >= 2 && found[..2] == expected && found[2..].iter().all(|&d| d == 1);
         if !shape_ok {
             return Err(Error::TensorShape { name: t.name.clone(), expected: expected.to_vec(), found });
