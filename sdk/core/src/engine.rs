@@ -131,7 +131,8 @@ impl Engine {
         &self.model
     }
 
-    pub(crate) fn pool(&self) -> &ThreadPool {
+    /// The thread pool forward passes of this engine run on.
+    pub fn pool(&self) -> &ThreadPool {
         &self.pool
     }
 
