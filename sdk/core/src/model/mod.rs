@@ -332,6 +332,7 @@ impl Model {
     /// of layer `il`: query t sees the cached positions and the batch keys `layout` lists for
     /// it, in position order. One task per (head, token); a query's result does not depend on
     /// the other queries in the batch.
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         pool: &ThreadPool,
