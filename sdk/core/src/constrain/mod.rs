@@ -92,3 +92,15 @@ pub struct ConstraintTime {
     /// Masks computed (about one per sampled token).
     pub masks: usize,
 }
+
+#[cfg(all(test, not(feature = "structured")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_without_the_feature_refuse_grammars() {
+        let vocab = Vocabulary::new(vec![TokenBytes::Text(b"a".to_vec())], &[0]).expect("vocabulary");
+        let err = Grammar::Regex("a".into()).compile(&vocab).err();
+        assert!(matches!(err, Some(crate::Error::Grammar(_))), "{err:?}");
+    }
+}
