@@ -64,6 +64,9 @@ struct CaseResult {
     free_valid_whole: bool,
     /// Free answer: its first JSON object is a valid action.
     free_valid_first_object: bool,
+    /// Free answer: its first JSON object has a known action and names an element of the screen
+    /// (other keys and values not checked).
+    free_names_element: bool,
     free_answer: String,
     /// Schema compile time.
     compile_ms: f64,
@@ -84,6 +87,7 @@ struct ModelReport {
     constrained_valid: usize,
     free_valid_whole: usize,
     free_valid_first_object: usize,
+    free_names_element: usize,
     /// Constraint CPU time per token over decode CPU time per step, over all cases.
     overhead_percent: Option<f64>,
 }
@@ -127,6 +131,7 @@ pub fn run(a: BenchStructuredArgs) -> Result<()> {
             constrained_valid: count(|r| r.constrained_valid),
             free_valid_whole: count(|r| r.free_valid_whole),
             free_valid_first_object: count(|r| r.free_valid_first_object),
+            free_names_element: count(|r| r.free_names_element),
             overhead_percent: overhead,
             cases: results,
         });
@@ -141,11 +146,12 @@ pub fn run(a: BenchStructuredArgs) -> Result<()> {
             r.model, a.threads, r.vocabulary_index_ms
         ))?;
         out.line(&format!(
-            "{:<6} {:>11} {:>10} {:>12} {:>6} {:>10} {:>13} {:>14} {:>6}  constrained answer",
+            "{:<6} {:>11} {:>10} {:>12} {:>9} {:>6} {:>10} {:>13} {:>14} {:>6}  constrained answer",
             "case",
             "constrained",
             "free:whole",
             "free:1st-obj",
+            "free:elem",
             "tokens",
             "compile ms",
             "constraint us",
@@ -155,11 +161,12 @@ pub fn run(a: BenchStructuredArgs) -> Result<()> {
         for c in &r.cases {
             let share = c.constraint_us_per_token.zip(c.decode_ms_per_step).map(|(u, m)| 100.0 * u / (m * 1e3));
             out.line(&format!(
-                "{:<6} {:>11} {:>10} {:>12} {:>6} {:>10.1} {:>13} {:>14} {:>6}  {}",
+                "{:<6} {:>11} {:>10} {:>12} {:>9} {:>6} {:>10.1} {:>13} {:>14} {:>6}  {}",
                 c.id.trim_start_matches("dev-"),
                 yes_no(c.constrained_valid),
                 yes_no(c.free_valid_whole),
                 yes_no(c.free_valid_first_object),
+                yes_no(c.free_names_element),
                 c.constrained_tokens,
                 c.compile_ms,
                 opt(c.constraint_us_per_token, 0),
@@ -170,8 +177,9 @@ pub fn run(a: BenchStructuredArgs) -> Result<()> {
         }
         let n = r.cases.len();
         out.line(&format!(
-            "valid actions: constrained {}/{n}, free (whole answer) {}/{n}, free (first JSON object) {}/{n}",
-            r.constrained_valid, r.free_valid_whole, r.free_valid_first_object
+            "valid actions: constrained {}/{n}, free (whole answer) {}/{n}, free (first JSON object) {}/{n}; \
+             free answers naming an element of the screen: {}/{n}",
+            r.constrained_valid, r.free_valid_whole, r.free_valid_first_object, r.free_names_element
         ))?;
         if let Some(p) = r.overhead_percent {
             out.line(&format!("constraint cost per token: {p:.1}% of a decode step (CPU time, mean over cases)"))?;
@@ -213,6 +221,7 @@ fn run_case(engine: &std::sync::Arc<Engine>, case: &Case) -> Result<CaseResult> 
         constrained_tokens: stats.generated_tokens,
         free_valid_whole: whole(&free_answer),
         free_valid_first_object: ui::parse_action(&case.screen, &free_answer).is_ok(),
+        free_names_element: names_element(&case.screen, &free_answer),
         compile_ms,
         constraint_us_per_token: constraint_cpu.map(|t| t.as_secs_f64() * 1e6 / ids.len().max(1) as f64),
         decode_ms_per_step: decode_cpu.map(|t| t.as_secs_f64() * 1e3 / steps as f64),
@@ -234,6 +243,20 @@ fn replay(grammar: &CompiledGrammar, tokens: &[u32], vocab: usize) -> Result<Opt
         c.accept(t)?;
     }
     Ok(t0.zip(thread_cpu_time()).map(|(a, b)| b.saturating_sub(a)))
+}
+
+/// The loosest reading of a free answer: its first JSON object has a known `action` and, unless
+/// it is `back`, an `id` that is on the screen.
+fn names_element(screen: &Screen, answer: &str) -> bool {
+    let Some(start) = answer.find('{') else { return false };
+    let first = serde_json::Deserializer::from_str(&answer[start..]).into_iter::<serde_json::Value>().next();
+    let Some(Ok(v)) = first else { return false };
+    let id = v["id"].as_u64();
+    match v["action"].as_str() {
+        Some("back") => true,
+        Some("tap" | "type" | "scroll") => id.is_some_and(|id| screen.elements.iter().any(|e| u64::from(e.id) == id)),
+        _ => false,
+    }
 }
 
 /// One answer: its text, stats, and the thread CPU time of its decode steps (all events after the

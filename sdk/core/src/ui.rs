@@ -54,8 +54,9 @@ pub enum UiActionKind {
     Back,
 }
 
-/// The next action: `id` for everything but `back`, `text` for `type`.
+/// The next action: `id` for everything but `back`, `text` for `type` only.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UiAction {
     pub action: UiActionKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,8 +76,12 @@ pub enum ActionError {
     MissingId(UiActionKind),
     #[error("element {0} is not on the screen")]
     UnknownElement(u32),
-    #[error("`type` needs text")]
-    MissingText,
+    #[error("element {0} is not clickable")]
+    NotClickable(u32),
+    #[error("`type` needs text of 1 to {MAX_TYPED_CHARS} characters")]
+    BadText,
+    #[error("`{0:?}` takes no `{1}`")]
+    UnexpectedField(UiActionKind, &'static str),
 }
 
 /// The user message of the workloads: the screen as indented JSON, then the goal.
@@ -148,17 +153,30 @@ pub fn parse_action(screen: &Screen, answer: &str) -> std::result::Result<UiActi
     Ok(action)
 }
 
-/// Checks that `action` names an element of `screen` where it needs one, and has text to type.
+/// Checks `action` against the rules of [`action_schema`]: an element of `screen` for all but
+/// `back` (a clickable one for `tap` when the screen marks any), text of 1 to
+/// [`MAX_TYPED_CHARS`] characters for `type` and for nothing else.
 pub fn validate(screen: &Screen, action: &UiAction) -> std::result::Result<(), ActionError> {
-    if action.action == UiActionKind::Back {
-        return Ok(());
+    let kind = action.action;
+    if kind != UiActionKind::Type && action.text.is_some() {
+        return Err(ActionError::UnexpectedField(kind, "text"));
     }
-    let id = action.id.ok_or(ActionError::MissingId(action.action))?;
-    if !screen.elements.iter().any(|e| e.id == id) {
-        return Err(ActionError::UnknownElement(id));
+    if kind == UiActionKind::Back {
+        return match action.id {
+            Some(_) => Err(ActionError::UnexpectedField(kind, "id")),
+            None => Ok(()),
+        };
     }
-    if action.action == UiActionKind::Type && action.text.as_deref().is_none_or(str::is_empty) {
-        return Err(ActionError::MissingText);
+    let id = action.id.ok_or(ActionError::MissingId(kind))?;
+    let element = screen.elements.iter().find(|e| e.id == id).ok_or(ActionError::UnknownElement(id))?;
+    if kind == UiActionKind::Tap && !element.clickable && screen.elements.iter().any(|e| e.clickable) {
+        return Err(ActionError::NotClickable(id));
+    }
+    if kind == UiActionKind::Type {
+        let chars = action.text.as_deref().map_or(0, |t| t.chars().count());
+        if !(1..=MAX_TYPED_CHARS).contains(&chars) {
+            return Err(ActionError::BadText);
+        }
     }
     Ok(())
 }
@@ -219,7 +237,14 @@ mod tests {
         assert_eq!(parse_action(&s, r#"{"action": "tap", "id": 3}"#), Ok(tap.clone()));
         assert_eq!(parse_action(&s, "Sure!\n```json\n{\"action\": \"tap\", \"id\": 3}\n```"), Ok(tap));
         assert_eq!(parse_action(&s, r#"{"action": "tap", "id": 7}"#), Err(ActionError::UnknownElement(7)));
-        assert_eq!(parse_action(&s, r#"{"action": "type", "id": 3}"#), Err(ActionError::MissingText));
+        assert_eq!(parse_action(&s, r#"{"action": "type", "id": 3}"#), Err(ActionError::BadText));
+        assert_eq!(parse_action(&s, r#"{"action": "tap", "id": 0}"#), Err(ActionError::NotClickable(0)));
+        let extra = parse_action(&s, r#"{"action": "tap", "id": 3, "text": "Add"}"#);
+        assert_eq!(extra, Err(ActionError::UnexpectedField(UiActionKind::Tap, "text")));
+        assert!(matches!(
+            parse_action(&s, r#"{"action": "tap", "type": "x", "id": 3}"#),
+            Err(ActionError::NotAnAction(_))
+        ));
         assert_eq!(parse_action(&s, r#"{"action": "scroll"}"#), Err(ActionError::MissingId(UiActionKind::Scroll)));
         assert!(matches!(parse_action(&s, r#"{"action": "swipe", "id": 3}"#), Err(ActionError::NotAnAction(_))));
         assert_eq!(parse_action(&s, "tap the button"), Err(ActionError::NoJson));
