@@ -14,14 +14,19 @@ use tern::{
     ToolChoice,
 };
 
+/// One compute thread per engine: the tests run side by side on a small machine.
+fn load(file: &str) -> Arc<Engine> {
+    Engine::load(model_path(file), EngineOptions { threads: Some(1), ..Default::default() }).expect("load")
+}
+
 fn smollm2() -> Arc<Engine> {
     static E: OnceLock<Arc<Engine>> = OnceLock::new();
-    E.get_or_init(|| Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("load")).clone()
+    E.get_or_init(|| load(SMOLLM2)).clone()
 }
 
 fn qwen() -> Arc<Engine> {
     static E: OnceLock<Arc<Engine>> = OnceLock::new();
-    E.get_or_init(|| Engine::load(model_path(QWEN2), EngineOptions::default()).expect("load")).clone()
+    E.get_or_init(|| load(QWEN2)).clone()
 }
 
 /// Runs a generation to the end: (text of each token event, stats).
@@ -202,7 +207,7 @@ fn time_tool() -> Tool {
 /// The model calls a tool: the call is a typed value matching the tool's schema, its text is not
 /// streamed, and the tool's result leads to a text answer.
 fn tool_round_trip(engine: Arc<Engine>) {
-    let mut s = session(engine, None, 96);
+    let mut s = session(engine, None, 64);
     s.set_tools(&[weather_tool(), time_tool()], ToolChoice::Required).expect("tools");
     let (pieces, stats) = collect(s.send("What's the weather like in Paris right now?").expect("send"));
     assert_eq!(pieces.concat(), "", "the call is not streamed as text");

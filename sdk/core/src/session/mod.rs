@@ -100,10 +100,7 @@ pub struct Stats {
 pub enum Event {
     /// New text (possibly empty while a stop sequence or a UTF-8 sequence is pending) and the
     /// token ids it came from.
-    Token {
-        text: String,
-        ids: Vec<u32>,
-    },
+    Token { text: String, ids: Vec<u32> },
     Done(Stats),
 }
 
@@ -137,10 +134,7 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("cached_tokens", &self.cached.len())
-            .field("messages", &self.messages.len())
-            .finish()
+        f.debug_struct("Session").field("cached_tokens", &self.cached.len()).field("messages", &self.messages.len()).finish()
     }
 }
 
@@ -343,9 +337,7 @@ impl Session {
 enum State {
     Prefill,
     /// `next` is sampled but not yet fed to the model.
-    Decode {
-        next: u32,
-    },
+    Decode { next: u32 },
     Finished,
 }
 
