@@ -17,7 +17,9 @@
 //! A grammar enforces the choice: with [`ToolChoice::Auto`] the answer is either text that does
 //! not start with `<` or a call; with [`ToolChoice::Required`] it is a call. The call's JSON is
 //! constrained by the union of the tools' schemas, so a finished call always parses and names a
-//! tool. Its text is kept out of the token stream; the session reports it as a [`ToolCall`].
+//! tool; arguments hold only the declared properties unless a schema sets
+//! `additionalProperties`. Its text is kept out of the token stream; the session reports it as a
+//! [`ToolCall`].
 
 use std::collections::HashSet;
 
@@ -99,7 +101,7 @@ impl ToolSet {
             }));
             calls.push(serde_json::json!({
                 "type": "object",
-                "properties": {"name": {"const": tool.name}, "arguments": params},
+                "properties": {"name": {"const": tool.name}, "arguments": closed(params)},
                 "required": ["name", "arguments"],
                 "additionalProperties": false,
             }));
@@ -178,6 +180,18 @@ impl ToolSet {
     }
 }
 
+/// The arguments schema as the grammar uses it: an object schema that does not say whether other
+/// keys are allowed gets only its declared properties, so a model cannot ramble on with extra
+/// keys (JSON Schema would allow them).
+fn closed(mut params: serde_json::Value) -> serde_json::Value {
+    if let Some(obj) = params.as_object_mut() {
+        if obj.contains_key("properties") && !obj.contains_key("additionalProperties") {
+            obj.insert("additionalProperties".into(), serde_json::Value::Bool(false));
+        }
+    }
+    params
+}
+
 /// The Lark grammar of an answer: a call (the tag, one line of JSON matching `call_schema`, the
 /// closing tag), or with `Auto` also text that does not start with `<`.
 fn call_grammar(call_schema: &serde_json::Value, choice: ToolChoice) -> String {
@@ -225,6 +239,14 @@ mod tests {
         let g = call_grammar(&serde_json::json!({"anyOf": []}), ToolChoice::Required);
         assert_eq!(g, "start: call\ncall: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {\"anyOf\":[]}\n");
         assert!(call_grammar(&serde_json::json!({}), ToolChoice::Auto).starts_with("start: TEXT | call\n"));
+    }
+
+    #[test]
+    fn argument_objects_are_closed_unless_they_say_otherwise() {
+        let open = serde_json::json!({"type": "object", "properties": {"a": {}}});
+        assert_eq!(closed(open)["additionalProperties"], false);
+        let explicit = serde_json::json!({"type": "object", "properties": {}, "additionalProperties": true});
+        assert_eq!(closed(explicit)["additionalProperties"], true);
     }
 
     #[test]

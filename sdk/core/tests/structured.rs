@@ -210,8 +210,9 @@ fn tool_round_trip(engine: Arc<Engine>) {
     let mut s = session(engine, None, 64);
     s.set_tools(&[weather_tool(), time_tool()], ToolChoice::Required).expect("tools");
     let (pieces, stats) = collect(s.send("What's the weather like in Paris right now?").expect("send"));
+    let written = s.messages().last().map(|m| m.content.clone()).unwrap_or_default();
     assert_eq!(pieces.concat(), "", "the call is not streamed as text");
-    assert_eq!(stats.finish_reason, FinishReason::EndOfGeneration);
+    assert_eq!(stats.finish_reason, FinishReason::EndOfGeneration, "{written}");
     let call = s.tool_call().expect("a tool call").clone();
     let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("arguments are JSON");
     match call.name.as_str() {
