@@ -266,3 +266,16 @@ fn qwen_template_renders_tool_definitions() {
     assert_eq!(text, want);
     assert_eq!(smollm2().chat_template().tool_format(), tern::chat::ToolFormat::None);
 }
+
+/// Gemma's SentencePiece vocabulary (byte tokens, `▁` for spaces, 262 k entries) under a grammar.
+#[test]
+fn gemma_follows_a_grammar() {
+    let engine = load(GEMMA3);
+    let mut s = session(engine, None, 12);
+    s.set_grammar(Some(&Grammar::Regex("(Yes|No), [a-z ]{1,20}\\.".into()))).expect("compiles");
+    let (pieces, _) = collect(s.send("Is water wet?").expect("send"));
+    let text = pieces.concat();
+    let (word, rest) = text.split_once(", ").unwrap_or_else(|| panic!("{text:?}"));
+    assert!(word == "Yes" || word == "No", "{text:?}");
+    assert!(rest.chars().all(|c| c.is_ascii_lowercase() || c == ' ' || c == '.'), "{text:?}");
+}
