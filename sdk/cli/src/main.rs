@@ -8,6 +8,7 @@ mod info;
 mod output;
 mod run;
 mod score;
+mod structured;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
+    /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
+    BenchStructured(structured::BenchStructuredArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::BenchStructured(a) => structured::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

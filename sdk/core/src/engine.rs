@@ -6,10 +6,11 @@
 //! one matrix product at a time, so concurrent sessions interleave and each runs slower.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::chat::ChatTemplate;
+use crate::constrain::{self, CompiledGrammar, Grammar, Vocabulary};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
@@ -56,6 +57,8 @@ pub struct Engine {
     template: ChatTemplate,
     pool: ThreadPool,
     info: ModelInfo,
+    /// The vocabulary indexed for grammars, built at the first constrained request.
+    grammar_vocab: OnceLock<std::result::Result<Arc<Vocabulary>, String>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -110,7 +113,7 @@ impl Engine {
             load_ms: 0.0,
         };
         let pool = ThreadPool::new(threads);
-        let mut engine = Engine { model, tokenizer, template, pool, info };
+        let mut engine = Engine { model, tokenizer, template, pool, info, grammar_vocab: OnceLock::new() };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Arc::new(engine))
     }
@@ -134,6 +137,24 @@ impl Engine {
     /// The thread pool forward passes of this engine run on.
     pub fn pool(&self) -> &ThreadPool {
         &self.pool
+    }
+
+    /// The vocabulary as grammars see it; indexed once, at the first call.
+    pub fn grammar_vocabulary(&self) -> Result<Arc<Vocabulary>> {
+        self.grammar_vocab
+            .get_or_init(|| {
+                constrain::vocabulary(&self.tokenizer).map(Arc::new).map_err(|e| match e {
+                    Error::Grammar(msg) => msg,
+                    e => e.to_string(),
+                })
+            })
+            .clone()
+            .map_err(Error::Grammar)
+    }
+
+    /// Compiles `grammar` for this model: a typed error now for what cannot be used.
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<CompiledGrammar> {
+        grammar.compile(&*self.grammar_vocabulary()?)
     }
 
     /// Tokens `text` takes as message content (no BOS, special-token text not parsed).
