@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The SDK's phone code paths: sdk/core's tests cross-built for aarch64-unknown-linux-gnu with the
+# trixie chroot's Rust 1.85 and run under qemu-aarch64, once per kernel set the (emulated) CPU
+# runs, each forced in turn with TERN_KERNELS. The sets are discovered, not listed here: the
+# `kernel_sets` example prints what `tern::quant::available_kernels()` returns under qemu.
+#
+# What runs (qemu is ~10-50x slower than native, so the heavy model tests are chosen):
+#   once:        every unit test (`--lib`: the kernel tests hold every set to the scalar
+#                reference), tokenizer and chat-template goldens, GGUF robustness
+#   per set:     SmolLM2 logits against llama.cpp's (golden_logits) and greedy chat answers
+#                against llama.cpp's (session), with that set forced
+#
+# Needs root (chroot). Env: TERN_MODEL_DIR, TERN_CACHE_DIR (see tests/bindings/common.sh).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../bindings/common.sh"
+source "$ROOT/tests/chroot/lib.sh"
+
+require_model
+chroot_ready
+chroot_mount "$ROOT" /mnt/tern/src
+chroot_mount "$MODEL_DIR" /mnt/tern/models
+
+CHROOT_ENV=(
+    CARGO_TARGET_DIR=/work/aarch64-target
+    CARGO_TERM_COLOR=never
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64 -L /usr/aarch64-linux-gnu"
+    TERN_MODEL_DIR=/mnt/tern/models
+)
+# Rust 1.85 inside; --locked: the lock file must already hold versions that build with it.
+CARGO="cargo --locked"
+T="-p tern --target aarch64-unknown-linux-gnu"
+
+step "building sdk/core's tests for aarch64 (rustc $(in_chroot 'rustc --version' | cut -d' ' -f2))"
+in_chroot "cd /mnt/tern/src && $CARGO test -q $T --no-run && $CARGO build -q $T --profile test --example kernel_sets"
+
+mapfile -t SETS < <(in_chroot "qemu-aarch64 -L /usr/aarch64-linux-gnu /work/aarch64-target/aarch64-unknown-linux-gnu/debug/examples/kernel_sets" | grep -v '^selected ')
+[[ ${#SETS[@]} -gt 0 ]] || die "no kernel sets listed"
+step "kernel sets under qemu: ${SETS[*]}"
+
+step "unit tests and kernel-independent goldens"
+in_chroot "cd /mnt/tern/src && $CARGO test $T --lib --test tokenizer_golden --test chat_golden --test gguf_robustness"
+
+for isa in "${SETS[@]}"; do
+    step "TERN_KERNELS=$isa: SmolLM2 goldens"
+    selected=$(in_chroot "TERN_KERNELS=$isa qemu-aarch64 -L /usr/aarch64-linux-gnu /work/aarch64-target/aarch64-unknown-linux-gnu/debug/examples/kernel_sets" | sed -n 's/^selected //p')
+    [[ $selected == "$isa" ]] || die "TERN_KERNELS=$isa selected \`$selected\`"
+    in_chroot "cd /mnt/tern/src && TERN_KERNELS=$isa $CARGO test $T --test golden_logits --test session -- --exact smollm2_matches_reference greedy_chat_matches_reference"
+done
