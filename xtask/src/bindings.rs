@@ -9,7 +9,8 @@ use crate::util::{run_cmd, TaskError};
 
 /// (step name, script) of each suite, in the order `test` runs them.
 pub const SUITES: &[(&str, &str)] =
-    [("kotlin", "tests/kotlin/run.sh"), ("swift", "tests/swift/run.sh"), ("aarch64", "tests/aarch64/run.sh")].as_slice();
+    [("kotlin", "tests/kotlin/run.sh"), ("swift", "tests/swift/run.sh"), ("aarch64", "tests/aarch64/run.sh")]
+        .as_slice();
 
 pub fn run_suite(root: &Path, model_dir: &Path, script: &str) -> Result<(), TaskError> {
     let mut cmd = std::process::Command::new("bash");

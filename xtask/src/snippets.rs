@@ -25,9 +25,13 @@ pub fn render(root: &Path, page: &str) -> Result<String, String> {
         let Some(reference) = line.trim().strip_prefix(MARKER).and_then(|r| r.strip_suffix(" -->")) else {
             continue;
         };
-        let fence = lines.get(i).filter(|l| l.starts_with("```")).ok_or(format!("`{line}` is not followed by a code fence"))?;
+        let fence =
+            lines.get(i).filter(|l| l.starts_with("```")).ok_or(format!("`{line}` is not followed by a code fence"))?;
         out.push(fence.to_string());
-        let end = lines[i + 1..].iter().position(|l| l.trim_end() == "```").ok_or(format!("unclosed code block after `{line}`"))?;
+        let end = lines[i + 1..]
+            .iter()
+            .position(|l| l.trim_end() == "```")
+            .ok_or(format!("unclosed code block after `{line}`"))?;
         out.extend(snippet(root, reference)?.lines().map(str::to_owned));
         out.push("```".into());
         i += 1 + end + 1;

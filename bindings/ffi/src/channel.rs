@@ -162,26 +162,7 @@ mod tests {
     #[test]
     fn run_blocking_turns_a_panic_into_an_error() {
         let fut = run_blocking("test", || -> Result<(), TernError> { panic!("secret prompt text") });
-        let err = block_on(fut).unwrap_err();
+        let err = pollster::block_on(fut).unwrap_err();
         assert_eq!(err.to_string(), "internal error in test");
-    }
-
-    /// A minimal executor for the tests: polls until ready, parking between wake-ups.
-    pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-        struct Unpark(std::thread::Thread);
-        impl Wake for Unpark {
-            fn wake(self: Arc<Self>) {
-                self.0.unpark();
-            }
-        }
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        let mut cx = Context::from_waker(&waker);
-        let mut fut = std::pin::pin!(fut);
-        loop {
-            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-                return v;
-            }
-            std::thread::park();
-        }
     }
 }
