@@ -5,6 +5,7 @@
 #   in_chroot SCRIPT        runs a bash script inside, with a clean environment plus $CHROOT_ENV
 #
 # /proc is mounted on the first call; every mount is undone when the calling script exits.
+# A lock file beside the chroot makes concurrent runs take turns.
 # Inside, /work is the chroot's own (cached) working area.
 
 CHROOT=${TERN_CHROOT:-${TERN_CACHE_DIR:-$HOME/.cache/tern}/chroot/trixie}
@@ -14,6 +15,10 @@ CHROOT_ENV=()
 
 chroot_ready() {
     [[ $(id -u) -eq 0 ]] || die "the chroot needs root (chroot, mount)"
+    # One user of the chroot at a time (its /proc mount and /work are shared); held until exit.
+    mkdir -p "$(dirname "$CHROOT")"
+    exec {CHROOT_LOCK}>"$CHROOT.lock"
+    flock "$CHROOT_LOCK"
     "$CHROOT_SETUP" "$CHROOT"
     trap chroot_unmount EXIT
     if ! mountpoint -q "$CHROOT/proc"; then
