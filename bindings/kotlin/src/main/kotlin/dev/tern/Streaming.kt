@@ -1,4 +1,4 @@
-// The idiomatic layer over the generated bindings (Tern.kt, generated into the same package):
+// The idiomatic layer over the generated bindings (tern_ffi.kt, generated into the same package):
 // answers as a cold Flow, and a one-call reply. Loading (`Engine.load`, a suspend function),
 // options (data classes with defaults), errors (`TernException`) and closing (`AutoCloseable`)
 // come from the generated code as they are.
