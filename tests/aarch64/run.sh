@@ -39,19 +39,23 @@ CARGO="cargo --locked"
 T="-p tern --target aarch64-unknown-linux-gnu"
 
 step "building sdk/core's tests for aarch64 (rustc $(in_chroot 'rustc --version' | cut -d' ' -f2))"
-in_chroot "cd /mnt/tern/src && $CARGO test -q $T --no-run && $CARGO build -q $T --profile test --example kernel_sets"
+# Test binaries run once, and the one run per kernel set. Only these are built: each links the
+# whole crate, and the others would cost minutes.
+ONCE="--lib --test tokenizer_golden --test chat_golden --test gguf_robustness"
+PER_SET="--test session"
+in_chroot "cd /mnt/tern/src && $CARGO test -q $T $ONCE $PER_SET --no-run && $CARGO build -q $T --profile test --example kernel_sets"
 
 mapfile -t SETS < <(in_chroot "qemu-aarch64 -L /usr/aarch64-linux-gnu /work/aarch64-target/aarch64-unknown-linux-gnu/debug/examples/kernel_sets" | grep -v '^selected ')
 [[ ${#SETS[@]} -gt 0 ]] || die "no kernel sets listed"
 step "kernel sets under qemu: ${SETS[*]}"
 
 step "unit tests and kernel-independent goldens"
-in_chroot "cd /mnt/tern/src && $CARGO test $T --lib --test tokenizer_golden --test chat_golden --test gguf_robustness -- --skip byte_flips_never_panic --skip load_time"
+in_chroot "cd /mnt/tern/src && $CARGO test $T $ONCE -- --skip byte_flips_never_panic --skip load_time"
 
 for isa in "${SETS[@]}"; do
     step "TERN_KERNELS=$isa: SmolLM2 greedy goldens"
     selected=$(in_chroot "TERN_KERNELS=$isa qemu-aarch64 -L /usr/aarch64-linux-gnu /work/aarch64-target/aarch64-unknown-linux-gnu/debug/examples/kernel_sets" | sed -n 's/^selected //p')
     [[ $selected == "$isa" ]] || die "TERN_KERNELS=$isa selected \`$selected\`"
     in_chroot "cd /mnt/tern/src && TERN_KERNELS=$isa TERN_TEST_THREADS=1 TERN_GOLDEN_CASES=$GOLDEN_CASES \
-        $CARGO test $T --test session -- --exact greedy_chat_matches_reference"
+        $CARGO test $T $PER_SET -- --exact greedy_chat_matches_reference"
 done
