@@ -9,7 +9,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use pollster::block_on;
-use tern_ffi::{Engine, EngineOptions, FinishReason, Session, SessionOptions, TernError, TokenEvent};
+use tern_ffi::{Engine, EngineOptions, FinishReason, Session, SessionOptions, TernError, TokenEvent, TokenStream};
 
 fn model() -> String {
     let dir = std::env::var_os("TERN_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
@@ -29,6 +29,14 @@ fn engine() -> Arc<Engine> {
 
 fn long_session() -> Arc<Session> {
     engine().new_session(SessionOptions { max_tokens: 2000, ignore_eos: true, ..Default::default() }).unwrap()
+}
+
+/// A session in the middle of a long answer: its first token has come.
+fn decoding() -> (Arc<Session>, Arc<TokenStream>) {
+    let session = long_session();
+    let stream = session.send("Tell me a long story.".into()).unwrap();
+    block_on(stream.next()).unwrap();
+    (session, stream)
 }
 
 /// Waits for the generation thread to end; panics after 10 s.
@@ -70,9 +78,7 @@ fn stream_matches_the_sdk_session() {
 
 #[test]
 fn abandoning_a_pending_next_cancels_the_generation() {
-    let session = long_session();
-    let stream = session.send("Tell me a long story.".into()).unwrap();
-    block_on(stream.next()).unwrap();
+    let (session, stream) = decoding();
     // Poll next() once; drop it while it waits for a token (what a cancelled coroutine does).
     loop {
         let mut next = pin!(stream.next());
@@ -86,9 +92,7 @@ fn abandoning_a_pending_next_cancels_the_generation() {
 
 #[test]
 fn dropping_the_stream_cancels_the_generation() {
-    let session = long_session();
-    let stream = session.send("Tell me a long story.".into()).unwrap();
-    block_on(stream.next()).unwrap();
+    let (session, stream) = decoding();
     drop(stream);
     until_idle(&session);
     assert_eq!(finish_reason(&session), Some(FinishReason::Cancelled));
@@ -96,9 +100,7 @@ fn dropping_the_stream_cancels_the_generation() {
 
 #[test]
 fn session_cancel_ends_the_stream_with_done() {
-    let session = long_session();
-    let stream = session.send("Tell me a long story.".into()).unwrap();
-    block_on(stream.next()).unwrap();
+    let (session, stream) = decoding();
     session.cancel();
     let mut after = 0;
     let last = loop {
