@@ -115,6 +115,17 @@ impl Engine {
         let pool = ThreadPool::new(threads);
         let mut engine = Engine { model, tokenizer, template, pool, info, grammar_vocab: OnceLock::new() };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
+        let i = &engine.info;
+        log::info!(
+            "model loaded: {} `{}`, {} parameters, context {}, {} kernels, {} threads, {:.0} ms",
+            i.architecture,
+            i.name,
+            i.n_params,
+            i.context_length,
+            i.kernels,
+            i.threads,
+            i.load_ms
+        );
         Ok(Arc::new(engine))
     }
 

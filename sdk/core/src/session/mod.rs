@@ -147,6 +147,7 @@ impl Session {
         };
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
+        log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
             engine,
             opts,
@@ -452,6 +453,15 @@ impl Generation<'_> {
             finish_reason: reason,
             constraint_time: s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total),
         };
+        log::info!(
+            "generation finished ({reason:?}): {} prompt tokens ({} cached), {} generated, first token after {:.0} ms, prefill {:.1} tokens/s, decode {:.1} tokens/s",
+            stats.prompt_tokens,
+            stats.cached_tokens,
+            stats.generated_tokens,
+            stats.time_to_first_token.as_secs_f64() * 1e3,
+            stats.prefill_tokens_per_s,
+            stats.decode_tokens_per_s
+        );
         Event::Done(stats)
     }
 
