@@ -14,6 +14,7 @@
 //! ```
 
 pub mod chat;
+pub mod energy;
 pub mod engine;
 pub mod error;
 pub mod gguf;
@@ -25,6 +26,7 @@ pub mod session;
 pub mod tokenizer;
 
 pub use chat::{Message, Role};
+pub use energy::{CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, ThermalState};
 pub use engine::{Engine, EngineOptions, ModelInfo};
 pub use error::{Error, Result};
 pub use runtime::peak_rss_bytes;

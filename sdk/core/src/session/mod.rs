@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::chat::{Message, Role};
+use crate::energy::control::PhaseTracker;
+use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
@@ -90,6 +92,8 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
+    /// Energy, CPU time and core selection of each phase.
+    pub energy: EnergyStats,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -269,6 +273,7 @@ impl Session {
             stop,
             decoder_pending: Vec::new(),
             pending_finish: None,
+            energy: PhaseTracker::default(),
         }
     }
 }
@@ -301,6 +306,8 @@ pub struct Generation<'a> {
     decoder_pending: Vec<u32>,
     /// The end decided after the last token event, reported by the next call.
     pending_finish: Option<FinishReason>,
+    /// Core selection and energy per phase.
+    energy: PhaseTracker,
 }
 
 impl Generation<'_> {
@@ -317,6 +324,7 @@ impl Generation<'_> {
     }
 
     fn prefill(&mut self) -> Result<Option<FinishReason>> {
+        self.energy.enter(&self.session.engine, Phase::Prefill);
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let chunks = todo.len().div_ceil(PREFILL_CHUNK);
@@ -382,6 +390,7 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
+            energy: self.energy.finish(prefilled, self.decode_steps),
         };
         Event::Done(stats)
     }
@@ -394,6 +403,7 @@ impl Generation<'_> {
                     if let Some(reason) = self.prefill()? {
                         return Ok(self.finish(reason));
                     }
+                    self.energy.enter(&self.session.engine, Phase::Decode);
                     let id = self.sample();
                     self.ttft = self.started.elapsed();
                     if let Some(ev) = self.accept(id) {
