@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod chat;
+mod energy;
 mod error;
 mod info;
 mod output;
@@ -35,6 +36,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
+    /// Energy: tune the decode cores of this machine or of a simulated phone.
+    Energy(energy::EnergyArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::Energy(a) => energy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

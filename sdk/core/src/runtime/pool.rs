@@ -44,6 +44,17 @@ pub enum Split {
     Proportional,
 }
 
+impl Split {
+    /// `TERN_POOL_SPLIT=proportional` or `shared` (for comparisons); the default otherwise.
+    fn from_env() -> Split {
+        match std::env::var("TERN_POOL_SPLIT").as_deref() {
+            Ok("proportional") => Split::Proportional,
+            Ok("shared") => Split::Shared,
+            _ => Split::default(),
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Job {
     /// Erased borrow of the caller's closure; valid until every worker has left the job.
@@ -166,7 +177,7 @@ impl ThreadPool {
             lock(&shared.placement).active = spawned;
             shared.active.store(spawned, SeqCst);
         }
-        let control = Control { split: Split::default(), selection: None, weights: vec![1.0 / spawned as f64; threads] };
+        let control = Control { split: Split::from_env(), selection: None, weights: vec![1.0 / spawned as f64; threads] };
         ThreadPool { id: NEXT_POOL_ID.fetch_add(1, Relaxed), shared, workers, control: Mutex::new(control) }
     }
 
