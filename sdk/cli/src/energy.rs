@@ -16,7 +16,7 @@ use tern::energy::power_model::selection_counts;
 use tern::energy::simulator::{SimDevice, SimProbe};
 use tern::energy::tuner::{exhaustive, Measurement, ProbeRecord, Tuner, TunerOptions};
 use tern::runtime::{CoreSelection, CpuTopology, ThreadPool};
-use tern::{Engine, EngineOptions, EnergyMode, EnergyOptions, Event, Session, SessionOptions, Stats};
+use tern::{EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, Stats};
 
 use crate::args::ModelArgs;
 use crate::error::{CliError, Result};
@@ -98,7 +98,12 @@ struct Point {
 
 impl Point {
     fn new(topo: &CpuTopology, sel: &CoreSelection, m: &Measurement) -> Point {
-        Point { selection: describe(topo, sel), tokens_per_s: m.tokens_per_s, watts: m.watts, mj_per_token: m.joules_per_token() * 1e3 }
+        Point {
+            selection: describe(topo, sel),
+            tokens_per_s: m.tokens_per_s,
+            watts: m.watts,
+            mj_per_token: m.joules_per_token() * 1e3,
+        }
     }
 }
 
@@ -172,7 +177,12 @@ fn simulate(name: &str, a: &TuneArgs) -> Result<()> {
         out.line(&format!("{} ({}): {}", r.phone, r.device, r.topology))?;
         out.line(&format!("  stage 1 (fastest): {}", r.fastest))?;
         out.line(&format!("  probes: {} (exhaustive search: {} selections)", r.probes, r.exhaustive_evaluated))?;
-        for (label, p) in [("tuned", &r.chosen), ("exhaustive optimum", &r.exhaustive), ("all big cores", &r.big_cores), ("power saver", &r.power_saver)] {
+        for (label, p) in [
+            ("tuned", &r.chosen),
+            ("exhaustive optimum", &r.exhaustive),
+            ("all big cores", &r.big_cores),
+            ("power saver", &r.power_saver),
+        ] {
             out.line(&format!(
                 "  {label:<19} {:<44} {:>5.1} tok/s {:>5.2} W {:>5.0} mJ/token",
                 p.selection, p.tokens_per_s, p.watts, p.mj_per_token
@@ -261,10 +271,12 @@ fn tune_here(a: &TuneArgs) -> Result<()> {
     let mut modes = Vec::new();
     for mode in [EnergyMode::Performance, EnergyMode::Balanced, EnergyMode::PowerSaver] {
         engine.set_energy_mode(mode.clone());
-        let mut runs: Vec<Stats> = (0..a.repetitions).map(|_| generate(&engine, a.gen_tokens as usize)).collect::<Result<_>>()?;
+        let mut runs: Vec<Stats> =
+            (0..a.repetitions).map(|_| generate(&engine, a.gen_tokens as usize)).collect::<Result<_>>()?;
         runs.sort_by(|x, y| x.decode_tokens_per_s.total_cmp(&y.decode_tokens_per_s));
         let s = &runs[runs.len() / 2];
-        let shown = |sel: &Option<CoreSelection>| sel.as_ref().map_or("every thread".to_owned(), |s| describe(&topo, s));
+        let shown =
+            |sel: &Option<CoreSelection>| sel.as_ref().map_or("every thread".to_owned(), |s| describe(&topo, s));
         modes.push(ModeRow {
             mode: format!("{mode:?}"),
             prefill: shown(&s.energy.prefill.selection),
@@ -346,14 +358,16 @@ fn generate(engine: &std::sync::Arc<Engine>, n: usize) -> Result<Stats> {
 fn switch_cost(threads: usize, a: &CoreSelection, b: &CoreSelection) -> SwitchCost {
     const SAMPLES: usize = 400;
     let b = if a == b {
-        CoreSelection::cores(a.core_ids().and_then(|c| c.last().copied()).into_iter()).for_platform()
+        CoreSelection::cores(a.core_ids().and_then(|c| c.last().copied())).for_platform()
     } else {
         b.clone()
     };
     let pool = ThreadPool::new(threads);
-    let job = |pool: &ThreadPool| pool.parallel_for(threads * 8, &|i| {
-        std::hint::black_box(i);
-    });
+    let job = |pool: &ThreadPool| {
+        pool.parallel_for(threads * 8, &|i| {
+            std::hint::black_box(i);
+        })
+    };
     let (mut with, mut without, mut call) = (Vec::new(), Vec::new(), Vec::new());
     pool.set_selection(Some(a));
     for _ in 0..50 {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use tern::runtime::{current_thread_cores, parse_cpu_list, CpuTopology};
-use tern::{CoreSelection, Engine, EngineOptions, EnergyMode, EnergyOptions, Event, Session, SessionOptions, Stats};
+use tern::{CoreSelection, EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, Stats};
 
 /// (thread name, allowed CPUs) of every thread of this process.
 fn thread_affinities() -> Vec<(String, Vec<usize>)> {
@@ -62,8 +62,10 @@ fn selections_are_applied_and_tuning_completes() {
     let (a, b) = (own[0], own[1]);
     let dir = std::env::temp_dir().join(format!("tern-energy-device-{}", std::process::id()));
     let custom = EnergyMode::Custom { prefill: CoreSelection::cores([a]), decode: CoreSelection::cores([a, b]) };
-    let energy = EnergyOptions { mode: custom, tuning_dir: Some(dir.clone()), device_name: Some("test machine".into()) };
-    let engine = Engine::load(model_path(SMOLLM2), EngineOptions { threads: Some(2), energy, ..Default::default() }).expect("load");
+    let energy =
+        EnergyOptions { mode: custom, tuning_dir: Some(dir.clone()), device_name: Some("test machine".into()) };
+    let engine = Engine::load(model_path(SMOLLM2), EngineOptions { threads: Some(2), energy, ..Default::default() })
+        .expect("load");
 
     // Custom selections: during decode the caller runs on `a` and the worker on `b`.
     let (mut seen, mut caller) = (Vec::new(), Vec::new());
@@ -88,17 +90,28 @@ fn selections_are_applied_and_tuning_completes() {
     assert!(tuning.probes.len() >= 2 && tuning.probes.len() <= 9, "probes: {}", tuning.probes.len());
     let chosen = tuning.balanced.selection.core_ids().expect("a pinned selection").to_vec();
     assert!(!chosen.is_empty() && chosen.iter().all(|c| cores.contains(c)), "{chosen:?} within {cores:?}");
-    assert!(std::fs::read_dir(&dir).expect("tuning dir").flatten().any(|e| e.file_name().to_string_lossy().ends_with(".json")));
+    assert!(std::fs::read_dir(&dir)
+        .expect("tuning dir")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".json")));
     let reloaded = Engine::load(
         model_path(SMOLLM2),
         EngineOptions {
             threads: Some(1),
-            energy: EnergyOptions { tuning_dir: Some(dir.clone()), device_name: Some("test machine".into()), ..Default::default() },
+            energy: EnergyOptions {
+                tuning_dir: Some(dir.clone()),
+                device_name: Some("test machine".into()),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
     .expect("load");
-    assert_eq!(reloaded.energy_tuning().map(|t| t.balanced.selection), Some(tuning.balanced.selection.clone()), "stored and reused");
+    assert_eq!(
+        reloaded.energy_tuning().map(|t| t.balanced.selection),
+        Some(tuning.balanced.selection.clone()),
+        "stored and reused"
+    );
     drop(reloaded);
 
     // Each mode decodes on its selection, applied for real, and reports energy and CPU time.

@@ -63,7 +63,8 @@ fn tuner_finds_the_exhaustive_optimum_on_every_phone() {
     let opts = TunerOptions::default();
     for device in SimDevice::all() {
         let topo = device.topology();
-        let best = exhaustive(&topo, &mut SimProbe::exact(device.clone()), opts.max_slowdown, true).expect("exhaustive");
+        let best =
+            exhaustive(&topo, &mut SimProbe::exact(device.clone()), opts.max_slowdown, true).expect("exhaustive");
         let big = device.truth_of(&device.big_cores());
         let max_speed = best.max_tokens_per_s;
         for seed in 0..40 {
@@ -74,7 +75,11 @@ fn tuner_finds_the_exhaustive_optimum_on_every_phone() {
             assert!(choice.probes <= 9, "{} seed {seed}: {} probes", device.id, choice.probes);
             assert_eq!(probe.probes, choice.probes, "every candidate is probed once");
             let truth = device.truth_of(&choice.selection);
-            assert!(truth.joules_per_token() <= 0.8 * big.joules_per_token(), "{}: not 20% below the big cores", device.id);
+            assert!(
+                truth.joules_per_token() <= 0.8 * big.joules_per_token(),
+                "{}: not 20% below the big cores",
+                device.id
+            );
             assert!(truth.tokens_per_s >= 0.92 * max_speed.max(big.tokens_per_s), "{}: slower than 8%", device.id);
         }
         assert!(best.evaluated >= 20, "{}: the exhaustive search tries every selection", device.id);
@@ -94,7 +99,10 @@ fn mate_40_pro_walkthrough() {
     let balanced = tuner.search(0.08).expect("balanced");
     assert_eq!(balanced.selection, CoreSelection::cores([4, 5]));
     let saver = tuner.search(0.25).expect("power saver");
-    assert!(device.truth_of(&saver.selection).joules_per_token() <= device.truth_of(&balanced.selection).joules_per_token() * 1.05);
+    assert!(
+        device.truth_of(&saver.selection).joules_per_token()
+            <= device.truth_of(&balanced.selection).joules_per_token() * 1.05
+    );
     // Thread counts where cores cannot be pinned (iOS): the same search over counts.
     let mut probe = SimProbe::new(device, 3);
     let mut tuner = Tuner::new(&topo, &mut probe, TunerOptions::default(), false);
@@ -126,7 +134,10 @@ fn tuning_is_stored_per_device_and_topology() {
     let dir = std::env::temp_dir().join(format!("tern-energy-store-{}", std::process::id()));
     let path = store::save(&dir, &tuning).expect("save");
     let loaded = store::load(&dir, &key).expect("stored tuning");
-    assert_eq!((&loaded.key, &loaded.fastest, &loaded.balanced.selection), (&key, &tuning.fastest, &tuning.balanced.selection));
+    assert_eq!(
+        (&loaded.key, &loaded.fastest, &loaded.balanced.selection),
+        (&key, &tuning.fastest, &tuning.balanced.selection)
+    );
     assert_eq!(loaded.power_saver.selection, tuning.power_saver.selection);
     let selections = |t: &store::Tuning| t.probes.iter().map(|p| p.selection.clone()).collect::<Vec<_>>();
     assert_eq!(selections(&loaded), selections(&tuning));

@@ -25,7 +25,12 @@ pub fn start_battery_meter(vm: JavaVM, context: GlobalRef) -> Result<PolledMeter
         let mut env = vm.attach_current_thread_as_daemon().map_err(jni_error)?;
         let name = env.new_string("batterymanager").map_err(jni_error)?;
         let obj = env
-            .call_method(context.as_obj(), "getSystemService", "(Ljava/lang/String;)Ljava/lang/Object;", &[JValue::Object(&name)])
+            .call_method(
+                context.as_obj(),
+                "getSystemService",
+                "(Ljava/lang/String;)Ljava/lang/Object;",
+                &[JValue::Object(&name)],
+            )
             .and_then(|v| v.l())
             .map_err(|e| clear(&mut env, e))?;
         if obj.is_null() {
@@ -68,9 +73,14 @@ impl BatterySource {
             }
             let mut int_extra = |key: &str| -> Result<i32> {
                 let key = env.new_string(key).map_err(jni_error)?;
-                env.call_method(&intent, "getIntExtra", "(Ljava/lang/String;I)I", &[JValue::Object(&key), JValue::Int(0)])
-                    .and_then(|v| v.i())
-                    .map_err(|e| clear(env, e))
+                env.call_method(
+                    &intent,
+                    "getIntExtra",
+                    "(Ljava/lang/String;I)I",
+                    &[JValue::Object(&key), JValue::Int(0)],
+                )
+                .and_then(|v| v.i())
+                .map_err(|e| clear(env, e))
             };
             let millivolts = int_extra("voltage")?;
             let plugged = int_extra("plugged")? != 0;

@@ -178,7 +178,12 @@ pub struct EnergyStats {
 
 impl Default for EnergyStats {
     fn default() -> Self {
-        EnergyStats { meter: String::new(), kind: EnergyKind::Estimated, prefill: PhaseEnergy::default(), decode: PhaseEnergy::default() }
+        EnergyStats {
+            meter: String::new(),
+            kind: EnergyKind::Estimated,
+            prefill: PhaseEnergy::default(),
+            decode: PhaseEnergy::default(),
+        }
     }
 }
 
@@ -209,7 +214,12 @@ impl PhaseTracker {
         pool.set_selection(selection.as_ref());
         control.meter.note_selection(selection.as_ref());
         self.slot(phase).selection = selection;
-        self.open = Some(Open { phase, started: Instant::now(), joules: control.meter.total_joules().ok(), cpu: process_cpu_time() });
+        self.open = Some(Open {
+            phase,
+            started: Instant::now(),
+            joules: control.meter.total_joules().ok(),
+            cpu: process_cpu_time(),
+        });
     }
 
     /// Ends the last phase and gives back the calling thread's affinity.

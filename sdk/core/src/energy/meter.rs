@@ -356,7 +356,8 @@ mod tests {
         let mut src = PowerSupplySource::find(&root).expect("battery");
         assert_eq!(src.name(), "battery BAT0");
         assert!((src.watts().expect("watts") - 2.0).abs() < 1e-9);
-        let meter = PolledMeter::start(src.name(), Box::new(PowerSupplySource::find(&root).expect("battery"))).expect("meter");
+        let meter =
+            PolledMeter::start(src.name(), Box::new(PowerSupplySource::find(&root).expect("battery"))).expect("meter");
         let j0 = meter.total_joules().expect("read");
         std::thread::sleep(Duration::from_millis(300));
         let j = meter.total_joules().expect("read") - j0;

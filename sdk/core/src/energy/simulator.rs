@@ -61,7 +61,16 @@ const X4: CpuPart = CpuPart { implementer: 0x41, part: 0xd82 };
 const ORYON: CpuPart = CpuPart { implementer: 0x51, part: 0x001 };
 
 #[allow(clippy::too_many_arguments)]
-const fn cluster(cores: usize, capacity: u32, max_khz: u32, part: CpuPart, r: f64, cl: f64, busy: f64, idle: f64) -> SimCluster {
+const fn cluster(
+    cores: usize,
+    capacity: u32,
+    max_khz: u32,
+    part: CpuPart,
+    r: f64,
+    cl: f64,
+    busy: f64,
+    idle: f64,
+) -> SimCluster {
     SimCluster { cores, capacity, max_khz, part, core_tokens_per_s: r, cluster_w: cl, busy_w: busy, idle_w: idle }
 }
 
@@ -206,7 +215,15 @@ pub struct SimProbe {
 impl SimProbe {
     pub fn new(device: SimDevice, seed: u64) -> SimProbe {
         let topology = device.topology();
-        SimProbe { device, topology, rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1, speed_noise: 0.015, power_noise: 0.05, probes: 0, seconds: 0.0 }
+        SimProbe {
+            device,
+            topology,
+            rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            speed_noise: 0.015,
+            power_noise: 0.05,
+            probes: 0,
+            seconds: 0.0,
+        }
     }
 
     /// A noise-free probe: the ground truth, for the exhaustive search.

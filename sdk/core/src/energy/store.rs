@@ -61,7 +61,8 @@ pub fn save(dir: &Path, tuning: &Tuning) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_owned(), source })?;
     let path = path_for(dir, &tuning.key);
     let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(tuning).map_err(|e| Error::Energy(format!("cannot encode the tuning: {e}")))?;
+    let text =
+        serde_json::to_string_pretty(tuning).map_err(|e| Error::Energy(format!("cannot encode the tuning: {e}")))?;
     std::fs::write(&tmp, text).map_err(|source| Error::Io { path: tmp.clone(), source })?;
     std::fs::rename(&tmp, &path).map_err(|source| Error::Io { path: path.clone(), source })?;
     Ok(path)

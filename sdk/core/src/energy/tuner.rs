@@ -125,8 +125,10 @@ impl<'a> Tuner<'a> {
     pub fn search(&mut self, max_slowdown: f64) -> Result<Choice> {
         let (root, reference) = self.stage1()?;
         let bound = (1.0 - max_slowdown) * reference;
-        let mut used: Vec<Vec<usize>> = self.records.iter().filter(|r| r.stage == 1).map(|r| r.counts.clone()).collect();
-        let mut level1: Vec<Vec<usize>> = [self.remove_smallest(&root, 1), self.remove_smallest(&root, 2)].into_iter().flatten().collect();
+        let mut used: Vec<Vec<usize>> =
+            self.records.iter().filter(|r| r.stage == 1).map(|r| r.counts.clone()).collect();
+        let mut level1: Vec<Vec<usize>> =
+            [self.remove_smallest(&root, 1), self.remove_smallest(&root, 2)].into_iter().flatten().collect();
         level1.extend(self.moves(&root));
         for candidate in level1 {
             let speed = self.measure(&candidate, 2)?.tokens_per_s;

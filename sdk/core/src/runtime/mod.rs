@@ -5,7 +5,9 @@ mod affinity;
 mod pool;
 mod topology;
 
-pub use affinity::{current_thread_cores, pin_current_thread, pinning_supported, process_cpu_time, CoreSelection, SavedAffinity};
+pub use affinity::{
+    current_thread_cores, pin_current_thread, pinning_supported, process_cpu_time, CoreSelection, SavedAffinity,
+};
 pub use pool::{Split, ThreadPool};
 pub use topology::{parse_cpu_list, Cluster, CpuCore, CpuPart, CpuTopology};
 

@@ -166,10 +166,7 @@ impl ThreadPool {
         let workers: Vec<JoinHandle<()>> = (1..threads)
             .map_while(|i| {
                 let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("tern-worker-{i}"))
-                    .spawn(move || worker_loop(&shared, i))
-                    .ok()
+                std::thread::Builder::new().name(format!("tern-worker-{i}")).spawn(move || worker_loop(&shared, i)).ok()
             })
             .collect();
         let spawned = workers.len() + 1;
@@ -177,7 +174,8 @@ impl ThreadPool {
             lock(&shared.placement).active = spawned;
             shared.active.store(spawned, SeqCst);
         }
-        let control = Control { split: Split::from_env(), selection: None, weights: vec![1.0 / spawned as f64; threads] };
+        let control =
+            Control { split: Split::from_env(), selection: None, weights: vec![1.0 / spawned as f64; threads] };
         ThreadPool { id: NEXT_POOL_ID.fetch_add(1, Relaxed), shared, workers, control: Mutex::new(control) }
     }
 
@@ -357,7 +355,8 @@ fn assign_ranges(slots: &[Slot], n_tasks: usize, split: Split, weights: &[f64]) 
             let mut start = 0;
             for (j, (slot, w)) in slots.iter().zip(weights).enumerate() {
                 acc += w.max(0.0);
-                let end = if j + 1 == slots.len() { n_tasks } else { ((acc / total) * n_tasks as f64).round() as usize };
+                let end =
+                    if j + 1 == slots.len() { n_tasks } else { ((acc / total) * n_tasks as f64).round() as usize };
                 let end = end.clamp(start, n_tasks);
                 slot.next.store(start, Relaxed);
                 slot.end.store(end, Relaxed);
@@ -497,7 +496,12 @@ mod tests {
         let pool = ThreadPool::new(4);
         for split in [Split::Shared, Split::Proportional] {
             pool.set_split(split);
-            for sel in [Some(CoreSelection::Threads(1)), Some(CoreSelection::Threads(2)), None, Some(CoreSelection::Threads(9))] {
+            for sel in [
+                Some(CoreSelection::Threads(1)),
+                Some(CoreSelection::Threads(2)),
+                None,
+                Some(CoreSelection::Threads(9)),
+            ] {
                 pool.set_selection(sel.as_ref());
                 let expect = sel.as_ref().map_or(4, |s| s.threads().min(4));
                 assert_eq!(pool.active_threads(), expect);

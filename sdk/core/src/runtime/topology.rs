@@ -157,7 +157,8 @@ impl CpuTopology {
                 CoreSpec {
                     id,
                     capacity: read_num(&dir.join("cpu_capacity")).map_or(1024, |c| c.clamp(1, 1 << 20) as u32),
-                    max_freq_khz: read_num(&dir.join("cpufreq/cpuinfo_max_freq")).map(|k| k.min(u32::MAX as u64) as u32),
+                    max_freq_khz: read_num(&dir.join("cpufreq/cpuinfo_max_freq"))
+                        .map(|k| k.min(u32::MAX as u64) as u32),
                     part: info.parts.get(&id).copied().flatten(),
                 }
             })
@@ -177,7 +178,8 @@ impl CpuTopology {
                 None => {
                     let first = &g[0];
                     domains.iter().all(|d| !d.contains(&first.id))
-                        && (first.capacity, first.max_freq_khz, first.part) == (spec.capacity, spec.max_freq_khz, spec.part)
+                        && (first.capacity, first.max_freq_khz, first.part)
+                            == (spec.capacity, spec.max_freq_khz, spec.part)
                 }
             };
             match groups.iter_mut().find(|g| same(g)) {

@@ -92,8 +92,8 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
-    /// Energy, CPU time and core selection of each phase.
-    pub energy: EnergyStats,
+    /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
+    pub energy: Box<EnergyStats>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -390,7 +390,7 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
-            energy: self.energy.finish(prefilled, self.decode_steps),
+            energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
         Event::Done(stats)
     }
