@@ -108,6 +108,13 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
             .env("TERN_MODEL_DIR", &model_dir);
         run_cmd(&mut cmd, "cargo test --workspace --no-fail-fast")
     }));
+    let check_root = workspace_root();
+    list.push(Step::new("android battery meter type-check", move || {
+        // The JNI meter builds only for Android by default; checking it here keeps it compiling.
+        let mut cmd = cargo();
+        cmd.current_dir(&check_root).args(["check", "-p", "tern", "--features", "android-battery"]);
+        run_cmd(&mut cmd, "cargo check -p tern --features android-battery")
+    }));
     steps::run_all(if ci { "ci" } else { "test" }, list)
 }
 
