@@ -3,6 +3,9 @@
 //! - Workers spin briefly between jobs (decode issues a job every few microseconds) and park on a
 //!   condition variable when idle, so an idle engine burns no CPU.
 //! - The caller's thread takes part in every job as participant 0; workers are participants 1...
+//!   A worker joins a job only while it is open; the caller closes it once every task is claimed
+//!   and then waits only for the workers inside. A worker the OS has not scheduled (a busy phone,
+//!   a shared machine) therefore never holds a job up: its tasks are stolen and it skips the job.
 //! - Where the work goes: every participant owns a slot (a range of task indices with its own
 //!   cursor, on its own cache line). It runs its own range first and then steals from the others',
 //!   so every task runs exactly once and a slow or preempted core never holds a job up. With
@@ -87,8 +90,8 @@ struct Shared {
     generation: AtomicU64,
     job: UnsafeCell<Job>,
     slots: Box<[Slot]>,
-    /// Active workers still inside the current job.
-    pending: AtomicUsize,
+    /// Workers inside the current job, plus `CLOSED` once the caller accepts no more.
+    inside: AtomicUsize,
     panicked: AtomicBool,
     shutdown: AtomicBool,
     /// Published copy of `placement.epoch`, checked without the lock.
@@ -104,9 +107,9 @@ struct Shared {
 }
 
 // SAFETY: `job` and the slots' ranges are written only by the thread holding
-// `ThreadPool::control` while no worker is inside a job (pending == 0), and read by workers only
-// after they observe a new generation (Acquire), which the writer publishes with a SeqCst
-// increment after the writes.
+// `ThreadPool::control` while no worker is inside a job (the last one was closed and emptied),
+// and read by workers only after joining the job (an AcqRel CAS on `inside`, which the writer
+// reset with a SeqCst store after the writes).
 unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
@@ -151,7 +154,7 @@ impl ThreadPool {
             generation: AtomicU64::new(0),
             job: UnsafeCell::new(Job { f: noop as *const TaskFn, participants: 1 }),
             slots: (0..threads).map(|_| Slot::default()).collect(),
-            pending: AtomicUsize::new(0),
+            inside: AtomicUsize::new(CLOSED),
             panicked: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             epoch: AtomicU64::new(1),
@@ -273,15 +276,17 @@ impl ThreadPool {
         unsafe { *s.job.get() = Job { f: f_static, participants: k } };
         assign_ranges(&s.slots[..k], n_tasks, ctl.split, &ctl.weights[..k]);
         s.panicked.store(false, Relaxed);
-        s.pending.store(k - 1, SeqCst);
+        s.inside.store(0, SeqCst);
         s.generation.fetch_add(1, SeqCst);
         if s.sleepers.load(SeqCst) > 0 {
             let _g = lock(&s.sleep_lock);
             s.wake.notify_all();
         }
         let caller_panic = catch_unwind(AssertUnwindSafe(|| run_tasks(&s.slots[..k], 0, f))).err();
+        // Every task is claimed: late workers must not join any more; wait for those inside.
+        s.inside.fetch_or(CLOSED, AcqRel);
         let mut spins = 0u32;
-        while s.pending.load(Acquire) != 0 {
+        while s.inside.load(Acquire) != CLOSED {
             spins = spins.wrapping_add(1);
             if spins % 1024 == 0 {
                 std::thread::yield_now();
@@ -342,6 +347,8 @@ fn reset_weights(weights: &mut [f64], active: usize) {
 
 /// Splits `0..n_tasks` into the participants' starting ranges.
 fn assign_ranges(slots: &[Slot], n_tasks: usize, split: Split, weights: &[f64]) {
+    // A participant that never joins the job keeps a count of 0.
+    slots.iter().for_each(|s| s.done.store(0, Relaxed));
     match split {
         Split::Shared => {
             for (j, slot) in slots.iter().enumerate() {
@@ -383,6 +390,23 @@ fn run_tasks(slots: &[Slot], me: usize, f: &(dyn Fn(usize) + Sync + '_)) {
         }
     }
     slots[me].done.store(done, Relaxed);
+}
+
+/// Set in `Shared::inside` when a job takes no more workers.
+const CLOSED: usize = 1 << (usize::BITS - 1);
+
+/// Enters the open job; false if it is closed (its tasks are all claimed).
+fn join(inside: &AtomicUsize) -> bool {
+    let mut cur = inside.load(Acquire);
+    loop {
+        if cur & CLOSED != 0 {
+            return false;
+        }
+        match inside.compare_exchange_weak(cur, cur + 1, AcqRel, Acquire) {
+            Ok(_) => return true,
+            Err(now) => cur = now,
+        }
+    }
 }
 
 fn worker_loop(s: &Shared, index: usize) {
@@ -441,13 +465,18 @@ fn worker_loop(s: &Shared, index: usize) {
             continue;
         }
         seen = g;
-        // SAFETY: see `Shared`; the caller keeps the closure alive until pending is 0.
-        let job = unsafe { *s.job.get() };
-        let f = unsafe { &*job.f };
-        if catch_unwind(AssertUnwindSafe(|| run_tasks(&s.slots[..job.participants], index, f))).is_err() {
-            s.panicked.store(true, Release);
+        if !join(&s.inside) {
+            continue;
         }
-        s.pending.fetch_sub(1, Release);
+        // SAFETY: see `Shared`; the caller keeps the job alive until no worker is inside.
+        let job = unsafe { *s.job.get() };
+        if index < job.participants {
+            let f = unsafe { &*job.f };
+            if catch_unwind(AssertUnwindSafe(|| run_tasks(&s.slots[..job.participants], index, f))).is_err() {
+                s.panicked.store(true, Release);
+            }
+        }
+        s.inside.fetch_sub(1, Release);
     }
 }
 
