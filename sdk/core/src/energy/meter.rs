@@ -51,12 +51,7 @@ pub trait EnergyMeter: Send + Sync {
     fn note_selection(&self, _selection: Option<&CoreSelection>) {}
 }
 
-fn read_u64(path: &Path) -> Result<u64> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
-    text.trim().parse().map_err(|_| Error::Energy(format!("{} does not hold a number", path.display())))
-}
-
-fn read_i64(path: &Path) -> Result<i64> {
+fn read_num<T: std::str::FromStr>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
     text.trim().parse().map_err(|_| Error::Energy(format!("{} does not hold a number", path.display())))
 }
@@ -90,8 +85,8 @@ impl RaplMeter {
         for name in names {
             let zone = dir.join(&name);
             let energy = zone.join("energy_uj");
-            let first = read_u64(&energy)?;
-            let range_uj = read_u64(&zone.join("max_energy_range_uj")).unwrap_or(u64::MAX);
+            let first = read_num::<u64>(&energy)?;
+            let range_uj = read_num::<u64>(&zone.join("max_energy_range_uj")).unwrap_or(u64::MAX);
             zones.push(RaplZone { energy, range_uj, state: Mutex::new((first, 0)) });
         }
         if zones.is_empty() {
@@ -111,7 +106,7 @@ impl EnergyMeter for RaplMeter {
     fn total_joules(&self) -> Result<f64> {
         let mut total_uj = 0u64;
         for z in &self.zones {
-            let raw = read_u64(&z.energy)?;
+            let raw = read_num::<u64>(&z.energy)?;
             let mut st = z.state.lock().unwrap_or_else(|p| p.into_inner());
             let (last, acc) = *st;
             let delta = if raw >= last { raw - last } else { z.range_uj.saturating_sub(last).saturating_add(raw) };
@@ -234,11 +229,11 @@ impl PowerSource for PowerSupplySource {
         }
         // power_now in µW where the driver has it, else current (µA) × voltage (µV). Drivers
         // differ in sign while discharging, so magnitudes are used.
-        if let Ok(uw) = read_i64(&self.dir.join("power_now")) {
+        if let Ok(uw) = read_num::<i64>(&self.dir.join("power_now")) {
             return Ok(uw.unsigned_abs() as f64 * 1e-6);
         }
-        let ua = read_i64(&self.dir.join("current_now"))?;
-        let uv = read_i64(&self.dir.join("voltage_now"))?;
+        let ua = read_num::<i64>(&self.dir.join("current_now"))?;
+        let uv = read_num::<i64>(&self.dir.join("voltage_now"))?;
         Ok(ua.unsigned_abs() as f64 * 1e-6 * uv.unsigned_abs() as f64 * 1e-6)
     }
 }
