@@ -285,3 +285,65 @@ fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (a, b) => a.or(b),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::energy::meter::EstimatedMeter;
+    use crate::energy::simulator::{SimDevice, SimProbe};
+    use crate::energy::tuner::{Tuner, TunerOptions};
+    use crate::energy::ThermalState;
+
+    fn tuned_kirin9000() -> (EnergyControl, Tuning) {
+        let device = SimDevice::by_name("kirin9000").expect("device");
+        let topo = device.topology();
+        let mut probe = SimProbe::new(device, 5);
+        let mut tuner = Tuner::new(&topo, &mut probe, TunerOptions::default(), true);
+        let (fastest, fastest_tokens_per_s) = tuner.fastest().expect("stage 1");
+        let balanced = tuner.search(0.08).expect("balanced");
+        let power_saver = tuner.search(0.25).expect("saver");
+        let meter = Arc::new(EstimatedMeter::new(topo.clone()));
+        let control = EnergyControl::with_parts(EnergyOptions::default(), topo.clone(), meter);
+        let tuning = Tuning {
+            version: Tuning::new_version(),
+            key: control.key().to_owned(),
+            topology: topo.describe(),
+            fastest,
+            fastest_tokens_per_s,
+            balanced,
+            power_saver,
+            probes: tuner.records().to_vec(),
+            seconds: 0.0,
+            tuned_at: 0,
+        };
+        (control, tuning)
+    }
+
+    #[test]
+    fn modes_and_device_state_pick_the_selections() {
+        let (control, tuning) = tuned_kirin9000();
+        assert_eq!(control.selection(Phase::Decode), None, "untuned: every thread, as without energy management");
+        control.set_tuning(tuning.clone()).expect("kept in memory");
+        let big = CoreSelection::cores([4, 5, 6, 7]);
+        assert_eq!(control.selection(Phase::Prefill), Some(big.clone()));
+        assert_eq!(control.selection(Phase::Decode), Some(CoreSelection::cores([4, 5])));
+        control.set_mode(EnergyMode::Performance);
+        assert_eq!(control.selection(Phase::Decode), Some(tuning.fastest.clone()));
+        control.set_mode(EnergyMode::Balanced);
+        for hot in [
+            DeviceState { thermal: ThermalState::Serious, battery_low: false },
+            DeviceState { thermal: ThermalState::Nominal, battery_low: true },
+        ] {
+            control.report_device_state(hot);
+            assert_eq!(control.status().effective_mode, EnergyMode::PowerSaver);
+            assert_eq!(control.selection(Phase::Decode), Some(tuning.power_saver.selection.clone()));
+            assert_eq!(control.selection(Phase::Prefill), Some(tuning.fastest.clone()));
+        }
+        control.report_device_state(DeviceState { thermal: ThermalState::Fair, battery_low: false });
+        assert_eq!(control.selection(Phase::Decode), Some(tuning.balanced.selection.clone()), "back when it cools");
+        let custom = EnergyMode::Custom { prefill: big.clone(), decode: CoreSelection::cores([7]) };
+        control.set_mode(custom);
+        control.report_device_state(DeviceState { thermal: ThermalState::Critical, battery_low: true });
+        assert_eq!(control.selection(Phase::Decode), Some(CoreSelection::cores([7])), "the app's own choice stands");
+    }
+}
