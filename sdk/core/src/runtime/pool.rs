@@ -319,10 +319,9 @@ impl ThreadPool {
         let p = lock(&self.shared.placement);
         match p.cores.first().copied().flatten() {
             Some(core) => {
-                if CALLER_PLACED.get().0 != self.id || CALLER_MASK.get().is_none() {
-                    if let Some(mask) = SavedAffinity::capture() {
-                        CALLER_MASK.set(Some(mask));
-                    }
+                // The thread's own mask, from before any pool pinned it.
+                if CALLER_MASK.get().is_none() {
+                    CALLER_MASK.set(SavedAffinity::capture());
                 }
                 pin_current_thread(core);
             }
