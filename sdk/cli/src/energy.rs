@@ -125,7 +125,8 @@ struct SimReport {
     saving_vs_big_cores_pct: f64,
     slowdown_pct: f64,
     power_saver: Point,
-    power_saver_probes: usize,
+    /// Probes of both searches (power saver reuses the balanced probes).
+    probes_with_power_saver: usize,
 }
 
 fn simulate(name: &str, a: &TuneArgs) -> Result<()> {
@@ -166,7 +167,7 @@ fn simulate(name: &str, a: &TuneArgs) -> Result<()> {
             slowdown_pct: 100.0 * (1.0 - chosen.tokens_per_s / reference),
             big_cores: Point::new(&topo, &big_sel, &big),
             power_saver: Point::new(&topo, &saver.selection, &device.truth_of(&saver.selection)),
-            power_saver_probes: probe.probes,
+            probes_with_power_saver: probe.probes,
         });
     }
     let mut out = Stdout::new();
