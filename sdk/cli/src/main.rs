@@ -9,6 +9,7 @@ mod info;
 mod output;
 mod run;
 mod score;
+mod structured;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
+    /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
+    BenchStructured(structured::BenchStructuredArgs),
     /// Energy: tune the decode cores of this machine or of a simulated phone.
     Energy(energy::EnergyArgs),
 }
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::BenchStructured(a) => structured::run(a),
         Command::Energy(a) => energy::run(a),
     };
     match result {

@@ -6,10 +6,11 @@
 //! one matrix product at a time, so concurrent sessions interleave and each runs slower.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::chat::ChatTemplate;
+use crate::constrain::{self, CompiledGrammar, Grammar, Vocabulary};
 use crate::energy::control::EnergyControl;
 use crate::energy::{DeviceState, EnergyMode, EnergyOptions, EnergyStatus, Tuning};
 use crate::error::{Error, Result};
@@ -61,6 +62,8 @@ pub struct Engine {
     pool: ThreadPool,
     energy: EnergyControl,
     info: ModelInfo,
+    /// The vocabulary indexed for grammars, built at the first constrained request.
+    grammar_vocab: OnceLock<std::result::Result<Arc<Vocabulary>, String>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -116,7 +119,7 @@ impl Engine {
         };
         let pool = ThreadPool::new(threads);
         let energy = EnergyControl::new(opts.energy);
-        let mut engine = Engine { model, tokenizer, template, pool, energy, info };
+        let mut engine = Engine { model, tokenizer, template, pool, energy, info, grammar_vocab: OnceLock::new() };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Arc::new(engine))
     }
@@ -137,7 +140,8 @@ impl Engine {
         &self.model
     }
 
-    pub(crate) fn pool(&self) -> &ThreadPool {
+    /// The thread pool forward passes of this engine run on.
+    pub fn pool(&self) -> &ThreadPool {
         &self.pool
     }
 
@@ -174,6 +178,24 @@ impl Engine {
         let tuning = crate::energy::probe::tune_engine(self)?;
         self.energy.set_tuning(tuning.clone())?;
         Ok(tuning)
+    }
+
+    /// The vocabulary as grammars see it; indexed once, at the first call.
+    pub fn grammar_vocabulary(&self) -> Result<Arc<Vocabulary>> {
+        self.grammar_vocab
+            .get_or_init(|| {
+                constrain::vocabulary(&self.tokenizer).map(Arc::new).map_err(|e| match e {
+                    Error::Grammar(msg) => msg,
+                    e => e.to_string(),
+                })
+            })
+            .clone()
+            .map_err(Error::Grammar)
+    }
+
+    /// Compiles `grammar` for this model: a typed error now for what cannot be used.
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<CompiledGrammar> {
+        grammar.compile(&*self.grammar_vocabulary()?)
     }
 
     /// Tokens `text` takes as message content (no BOS, special-token text not parsed).

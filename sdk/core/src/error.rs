@@ -71,4 +71,12 @@ pub enum Error {
     /// A second request on a session that is still generating.
     #[error("session is busy with another request")]
     Busy,
+
+    /// A JSON Schema, grammar or tool definition that cannot be used; reported before generation.
+    #[error("grammar error: {0}")]
+    Grammar(String),
+
+    /// Constrained generation could not continue (the grammar rejected a committed token).
+    #[error("constraint error: {0}")]
+    Constraint(String),
 }

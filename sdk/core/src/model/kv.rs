@@ -43,6 +43,29 @@ impl KvCache {
         self.len = len.min(self.capacity);
     }
 
+    /// Keeps, of the entries from `base` on, only those at `slots` (ascending, each below
+    /// `len()`), moved down to `base`, `base + 1`, ...: the accepted path of a token tree.
+    /// Returns false, changing nothing, when `slots` does not fit that description.
+    pub fn keep_slots(&mut self, base: usize, slots: &[usize]) -> bool {
+        let ascending = slots.windows(2).all(|w| w[0] < w[1]);
+        let in_range = slots.first().is_none_or(|&s| s >= base) && slots.last().is_none_or(|&s| s < self.len);
+        if !ascending || !in_range {
+            return false;
+        }
+        let d = self.kv_dim;
+        for layer in 0..self.n_layer {
+            for (i, &slot) in slots.iter().enumerate() {
+                let (from, to) = (self.offset(layer, slot), self.offset(layer, base + i));
+                if from != to {
+                    self.k.copy_within(from..from + d, to);
+                    self.v.copy_within(from..from + d, to);
+                }
+            }
+        }
+        self.len = base + slots.len();
+        true
+    }
+
     pub fn bytes(&self) -> usize {
         (self.k.len() + self.v.len()) * 2
     }
@@ -51,7 +74,7 @@ impl KvCache {
         (layer * self.capacity + pos) * self.kv_dim
     }
 
-    /// Stores rows of keys and values (`n` rows of kv_dim) from position `pos` on.
+    /// Stores rows of keys and values (`n` rows of kv_dim) in slots `pos..pos + n`.
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         debug_assert!(layer < self.n_layer);
         let o = self.offset(layer, pos);

@@ -149,6 +149,48 @@ impl Model {
         tokens: &[u32],
         want: Logits,
     ) -> Result<()> {
+        self.run(pool, kv, scratch, tokens, None, want)
+    }
+
+    /// Runs a tree of tokens after the cached sequence in one pass (speculative verification).
+    /// `parents[i]` is the index in `tokens` of token i's parent, or `None` for a token that
+    /// directly follows the cache; parents come before their children. Token i is stored in
+    /// the KV cache at slot `kv.len() + i` but sits at position `kv.len() + depth(i)` and
+    /// attends to the cache and its own ancestors only, so its logits are those that feeding
+    /// its path one token at a time would give (bit for bit: see the batch-invariance
+    /// invariant in docs/ARCHITECTURE.md). Afterwards keep one path with
+    /// [`KvCache::keep_slots`].
+    pub fn forward_tree(
+        &self,
+        pool: &ThreadPool,
+        kv: &mut KvCache,
+        scratch: &mut Scratch,
+        tokens: &[u32],
+        parents: &[Option<usize>],
+        want: Logits,
+    ) -> Result<()> {
+        if parents.len() != tokens.len() {
+            return Err(Error::InvalidOption(format!(
+                "token tree has {} tokens but {} parent links",
+                tokens.len(),
+                parents.len()
+            )));
+        }
+        if let Some(i) = parents.iter().enumerate().position(|(i, p)| p.is_some_and(|p| p >= i)) {
+            return Err(Error::InvalidOption(format!("token tree: the parent of token {i} does not come before it")));
+        }
+        self.run(pool, kv, scratch, tokens, Some(parents), want)
+    }
+
+    fn run(
+        &self,
+        pool: &ThreadPool,
+        kv: &mut KvCache,
+        scratch: &mut Scratch,
+        tokens: &[u32],
+        tree: Option<&[Option<usize>]>,
+        want: Logits,
+    ) -> Result<()> {
         let c = &self.config;
         let n = tokens.len();
         let pos0 = kv.len();
@@ -166,6 +208,7 @@ impl Model {
         let (d, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
         scratch.reserve(c, n);
         let s = scratch;
+        s.layout.build(pos0, n, tree);
 
         // x[n, d] = embedding rows, read straight from the mapped table.
         let Some(dequant) = k.dequantize(self.token_embd.ty) else {
@@ -204,13 +247,11 @@ impl Model {
             let local = c.layer_is_local[il];
             let (rope, inv_freq) =
                 if local { (c.rope_local, &self.inv_freq_local) } else { (c.rope_global, &self.inv_freq_global) };
-            self.apply_rope(&mut s.q[..n * qd], c.n_head, pos0, rope.scale, inv_freq);
-            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, pos0, rope.scale, inv_freq);
-            for t in 0..n {
-                kv.store(il, pos0 + t, &s.k[t * kvd..(t + 1) * kvd], &s.v[t * kvd..(t + 1) * kvd]);
-            }
+            self.apply_rope(&mut s.q[..n * qd], c.n_head, &s.layout.positions, rope.scale, inv_freq);
+            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, &s.layout.positions, rope.scale, inv_freq);
+            kv.store(il, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
             let window = if local { c.sliding_window } else { None };
-            self.attention(pool, kv, il, &s.q[..n * qd], n, pos0, window, &mut s.attn[..n * qd]);
+            self.attention(pool, kv, il, &s.q[..n * qd], &s.layout, window, &mut s.attn[..n * qd]);
             s.qin.invalidate();
             self.project(pool, &mut s.qin, &layer.wo, n, &s.attn, &mut s.proj);
             if let Some(w) = &layer.post_attn_norm {
@@ -255,8 +296,8 @@ impl Model {
         ops::matmul(pool, self.kernels, self.file.bytes(), w, act, n, &mut out[..n * w.rows]);
     }
 
-    /// Rotary position embedding of `n_heads` heads per row, rows at positions pos0, pos0+1, ...
-    fn apply_rope(&self, x: &mut [f32], n_heads: usize, pos0: usize, pos_scale: f32, inv_freq: &[f32]) {
+    /// Rotary position embedding of `n_heads` heads per row; row t sits at `positions[t]`.
+    fn apply_rope(&self, x: &mut [f32], n_heads: usize, positions: &[usize], pos_scale: f32, inv_freq: &[f32]) {
         let c = &self.config;
         let hd = c.head_dim;
         let half = inv_freq.len();
@@ -265,8 +306,8 @@ impl Model {
             let mut table = table.borrow_mut();
             table.resize(half * 2, 0.0);
             let (cos, sin) = table.split_at_mut(half);
-            for (t, xr) in x.chunks_exact_mut(row).enumerate() {
-                let p = (pos0 + t) as f32 * pos_scale;
+            for (xr, &pos) in x.chunks_exact_mut(row).zip(positions) {
+                let p = pos as f32 * pos_scale;
                 for i in 0..half {
                     let (s_, c_) = (p * inv_freq[i]).sin_cos();
                     cos[i] = c_;
@@ -287,8 +328,10 @@ impl Model {
         });
     }
 
-    /// Causal (optionally sliding-window) attention of `n` query rows at positions pos0.. over
-    /// the cache of layer `il`. One task per (head, token).
+    /// Causal (optionally sliding-window) attention of the batch's query rows over the cache
+    /// of layer `il`: query t sees the cached positions and the batch keys `layout` lists for
+    /// it, in position order. One task per (head, token); a query's result does not depend on
+    /// the other queries in the batch.
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
@@ -296,38 +339,39 @@ impl Model {
         kv: &KvCache,
         il: usize,
         q: &[f32],
-        n: usize,
-        pos0: usize,
+        layout: &BatchLayout,
         window: Option<usize>,
         out: &mut [f32],
     ) {
         let c = &self.config;
         let (hd, nh) = (c.head_dim, c.n_head);
+        let n = layout.positions.len();
         let group = c.n_head / c.n_head_kv;
         let kvd = c.kv_dim();
-        let positions = pos0 + n;
-        let keys = kv.keys(il, positions);
-        let values = kv.values(il, positions);
+        let slots = layout.pos0 + n;
+        let keys = kv.keys(il, slots);
+        let values = kv.values(il, slots);
         let scale = c.attention_scale;
         let (f16_dot, f16_axpy) = (self.kernels.f16_dot(), self.kernels.f16_axpy());
         let out_ptr = SharedMut::new(out.as_mut_ptr());
         pool.parallel_for(nh * n, &|task| {
             let (t, h) = (task / nh, task % nh);
-            let p = pos0 + t;
+            let p = layout.positions[t];
             let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
+            let visible = layout.visible_slots(t, lo);
             let g = h / group;
             let qh = &q[t * nh * hd + h * hd..][..hd];
             SCORES.with(|buf| {
                 let mut buf = buf.borrow_mut();
-                let count = p + 1 - lo;
+                let count = visible.len();
                 buf.resize(count + hd, 0.0);
                 let (scores, acc) = buf.split_at_mut(count);
-                for (j, sc) in (lo..=p).zip(scores.iter_mut()) {
+                for (j, sc) in visible.clone().zip(scores.iter_mut()) {
                     *sc = f16_dot(&keys[j * kvd + g * hd..][..hd], qh) * scale;
                 }
                 ops::softmax(scores);
                 acc.iter_mut().for_each(|a| *a = 0.0);
-                for (j, &w) in (lo..=p).zip(scores.iter()) {
+                for (j, &w) in visible.zip(scores.iter()) {
                     f16_axpy(w, &values[j * kvd + g * hd..][..hd], acc);
                 }
                 // SAFETY: each (t, h) task writes its own hd-sized slice.
@@ -335,6 +379,89 @@ impl Model {
                 o.copy_from_slice(acc);
             });
         });
+    }
+}
+
+/// Where the tokens of one pass sit: their positions and, for a token tree, which batch slots
+/// each may see. Rebuilt per pass into buffers that only grow.
+#[derive(Default)]
+struct BatchLayout {
+    /// KV slot of the first batch token (= the cached length).
+    pos0: usize,
+    /// Position of each batch token (its rotary position and its place in the sequence).
+    positions: Vec<usize>,
+    /// Tree passes only: for token t, `ancestors[starts[t]..starts[t + 1]]` are the batch
+    /// indices of its ancestors and itself, ascending.
+    ancestors: Vec<usize>,
+    starts: Vec<usize>,
+    is_tree: bool,
+}
+
+impl BatchLayout {
+    fn build(&mut self, pos0: usize, n: usize, tree: Option<&[Option<usize>]>) {
+        self.pos0 = pos0;
+        self.positions.clear();
+        self.ancestors.clear();
+        self.starts.clear();
+        self.is_tree = tree.is_some();
+        let Some(parents) = tree else {
+            self.positions.extend(pos0..pos0 + n);
+            return;
+        };
+        self.starts.push(0);
+        for (i, parent) in parents.iter().enumerate() {
+            // A parent's list is complete before its children's (parents come first).
+            let begin = self.ancestors.len();
+            if let Some(p) = *parent {
+                let (s, e) = (self.starts[p], self.starts[p + 1]);
+                self.ancestors.extend_from_within(s..e);
+            }
+            self.ancestors.push(i);
+            self.starts.push(self.ancestors.len());
+            self.positions.push(pos0 + (self.ancestors.len() - begin) - 1);
+        }
+    }
+
+    /// KV slots query `t` attends to, ascending: cached slots from `lo` on (slot = position
+    /// there), then the batch slots of its ancestors and itself at positions ≥ `lo`.
+    fn visible_slots(&self, t: usize, lo: usize) -> VisibleSlots<'_> {
+        let cached = lo.min(self.pos0)..self.pos0;
+        if !self.is_tree {
+            return VisibleSlots { cached: lo.min(self.pos0 + t + 1)..self.pos0 + t + 1, batch: &[], layout: self, lo };
+        }
+        VisibleSlots { cached, batch: &self.ancestors[self.starts[t]..self.starts[t + 1]], layout: self, lo }
+    }
+}
+
+/// Iterator over the KV slots one query sees (see [`BatchLayout::visible_slots`]).
+#[derive(Clone)]
+struct VisibleSlots<'a> {
+    cached: std::ops::Range<usize>,
+    batch: &'a [usize],
+    layout: &'a BatchLayout,
+    lo: usize,
+}
+
+impl VisibleSlots<'_> {
+    fn len(&self) -> usize {
+        self.cached.len() + self.batch.iter().filter(|&&j| self.layout.positions[j] >= self.lo).count()
+    }
+}
+
+impl Iterator for VisibleSlots<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if let Some(j) = self.cached.next() {
+            return Some(j);
+        }
+        while let Some((&j, rest)) = self.batch.split_first() {
+            self.batch = rest;
+            if self.layout.positions[j] >= self.lo {
+                return Some(self.layout.pos0 + j);
+            }
+        }
+        None
     }
 }
 
@@ -374,6 +501,7 @@ pub struct Scratch {
     gate: Vec<f32>,
     up: Vec<f32>,
     qin: QuantizedInput,
+    layout: BatchLayout,
     logits: Vec<f32>,
     logits_rows: usize,
 }

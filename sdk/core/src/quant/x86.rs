@@ -616,26 +616,33 @@ unsafe fn f16x4(h: [f16; 4]) -> __m128 {
 }
 
 /// 4 x 32-element formats with a lone f16 scale and a signed dot against Q8_0: `$decode`
-/// turns a weight block into 32 signed bytes, taken apart once for the sign trick.
+/// turns a weight block into 32 signed bytes, taken apart once for the sign trick. Per token,
+/// blocks accumulate exactly as in the single-token kernel (`dot_blocks!`: even blocks into one
+/// accumulator, odd into another), so every result is bit-identical to it.
 macro_rules! mat_mat_32 {
     ($($name:ident => $dot:ident($W:ty), |$x:ident| $decode:expr;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $name(w: &[$W], a: &[BlockQ8_0], n_rows: usize, n_tok: usize, out: &mut [f32], stride: usize) {
             tile4!(w, a, n_rows, n_tok, out, stride, $dot, |row, y| {
-                let mut acc = [_mm256_setzero_ps(); 4];
+                let mut acc = [[_mm256_setzero_ps(); 4]; 2];
                 for (b, $x) in row.iter().enumerate() {
                     let (y0, y1, y2, y3) = (&y[0][b], &y[1][b], &y[2][b], &y[3][b]);
                     let d = _mm_mul_ps(f16x4([y0.d, y1.d, y2.d, y3.d]), _mm_set1_ps(fp16($x.d)));
                     let qx = $decode;
                     let ax = _mm256_sign_epi8(qx, qx);
                     let ys = [y0, y1, y2, y3];
+                    let acc = &mut acc[b & 1];
                     for t in 0..4 {
                         let sy = _mm256_sign_epi8(load32(&ys[t].qs), qx);
                         let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
                         acc[t] = _mm256_fmadd_ps(lane(d, t as i32), _mm256_cvtepi32_ps(p), acc[t]);
                     }
                 }
-                [hsum_ps(acc[0]), hsum_ps(acc[1]), hsum_ps(acc[2]), hsum_ps(acc[3])]
+                let mut res = [0f32; 4];
+                for t in 0..4 {
+                    res[t] = hsum_ps(_mm256_add_ps(acc[0][t], acc[1][t]));
+                }
+                res
             })
         }
     )*};
@@ -660,24 +667,41 @@ pub unsafe fn mat_mat_q4_1_q8_1(
     stride: usize,
 ) {
     tile4!(w, a, n_rows, n_tok, out, stride, vec_dot_q4_1_q8_1, |row, y| {
-        let mut acc = [_mm256_setzero_ps(); 4];
+        // Same accumulation per token as `vec_dot_q4_1_q8_1`: even and odd blocks of each pair
+        // apart (both for d * dot and for the offsets m * s), a lone last block added after.
+        let mut acc = [[_mm256_setzero_ps(); 4]; 2];
         // Lane t: the offsets m * s of token t.
-        let mut acc_ms = _mm_setzero_ps();
+        let mut acc_ms = [_mm_setzero_ps(); 2];
+        let mut last_ms = _mm_setzero_ps();
+        let pairs = row.len() & !1;
         for (b, x) in row.iter().enumerate() {
             let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
             let xdm = _mm_cvtph_ps(_mm_cvtsi32_si128((x.d.to_bits() as u32 | (x.m.to_bits() as u32) << 16) as i32));
             let d = _mm_mul_ps(f16x4([ys[0].d, ys[1].d, ys[2].d, ys[3].d]), _mm_broadcastss_ps(xdm));
-            let s = f16x4([ys[0].s, ys[1].s, ys[2].s, ys[3].s]);
-            acc_ms = _mm_add_ps(acc_ms, _mm_mul_ps(s, _mm_shuffle_ps(xdm, xdm, 0b01_01_01_01)));
+            let ms = _mm_mul_ps(f16x4([ys[0].s, ys[1].s, ys[2].s, ys[3].s]), _mm_shuffle_ps(xdm, xdm, 0b01_01_01_01));
+            let par = b & 1;
+            if b < pairs {
+                acc_ms[par] = _mm_add_ps(acc_ms[par], ms);
+            } else {
+                last_ms = ms;
+            }
             let qx = nibbles32(&x.qs);
             for t in 0..4 {
                 let p = dot_u8_i8(qx, load32(&ys[t].qs));
-                acc[t] = _mm256_fmadd_ps(lane(d, t as i32), _mm256_cvtepi32_ps(p), acc[t]);
+                acc[par][t] = _mm256_fmadd_ps(lane(d, t as i32), _mm256_cvtepi32_ps(p), acc[par][t]);
             }
         }
-        let mut ms = [0f32; 4];
-        _mm_storeu_ps(ms.as_mut_ptr(), acc_ms);
-        [hsum_ps(acc[0]) + ms[0], hsum_ps(acc[1]) + ms[1], hsum_ps(acc[2]) + ms[2], hsum_ps(acc[3]) + ms[3]]
+        let (mut ms, mut lm) = ([0f32; 4], [0f32; 4]);
+        _mm_storeu_ps(ms.as_mut_ptr(), _mm_add_ps(acc_ms[0], acc_ms[1]));
+        _mm_storeu_ps(lm.as_mut_ptr(), last_ms);
+        let mut res = [0f32; 4];
+        for t in 0..4 {
+            if pairs < row.len() {
+                ms[t] += lm[t];
+            }
+            res[t] = hsum_ps(_mm256_add_ps(acc[0][t], acc[1][t])) + ms[t];
+        }
+        res
     })
 }
 
