@@ -3,6 +3,7 @@
 mod args;
 mod bench;
 mod chat;
+mod energy;
 mod error;
 mod info;
 mod output;
@@ -38,6 +39,8 @@ enum Command {
     Info(info::InfoArgs),
     /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
     BenchStructured(structured::BenchStructuredArgs),
+    /// Energy: tune the decode cores of this machine or of a simulated phone.
+    Energy(energy::EnergyArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
         Command::BenchStructured(a) => structured::run(a),
+        Command::Energy(a) => energy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

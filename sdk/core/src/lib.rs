@@ -15,6 +15,7 @@
 
 pub mod chat;
 pub mod constrain;
+pub mod energy;
 pub mod engine;
 pub mod error;
 pub mod gguf;
@@ -29,6 +30,7 @@ pub mod ui;
 
 pub use chat::{Message, Role};
 pub use constrain::Grammar;
+pub use energy::{CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, ThermalState};
 pub use engine::{Engine, EngineOptions, ModelInfo};
 pub use error::{Error, Result};
 pub use runtime::peak_rss_bytes;

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use crate::chat::{Message, Role};
 use crate::constrain::{CompiledGrammar, Grammar};
+use crate::energy::control::PhaseTracker;
+use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
@@ -94,6 +96,8 @@ pub struct Stats {
     pub finish_reason: FinishReason,
     /// Time the grammar constraint took (token masks and following tokens); zero without one.
     pub constraint_time: Duration,
+    /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
+    pub energy: Box<EnergyStats>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -331,6 +335,7 @@ impl Session {
             decoder_pending: Vec::new(),
             pending_finish: None,
             calls,
+            energy: PhaseTracker::default(),
         }
     }
 }
@@ -365,6 +370,8 @@ pub struct Generation<'a> {
     pending_finish: Option<FinishReason>,
     /// Present when tools are on: keeps a call's text out of the stream.
     calls: Option<CallDetector>,
+    /// Core selection and energy per phase.
+    energy: PhaseTracker,
 }
 
 impl Generation<'_> {
@@ -381,6 +388,7 @@ impl Generation<'_> {
     }
 
     fn prefill(&mut self) -> Result<Option<FinishReason>> {
+        self.energy.enter(&self.session.engine, Phase::Prefill);
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let chunks = todo.len().div_ceil(PREFILL_CHUNK);
@@ -452,6 +460,7 @@ impl Generation<'_> {
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
             constraint_time: s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total),
+            energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
         log::info!(
             "generation finished ({reason:?}): {} prompt tokens ({} cached), {} generated, first token after {:.0} ms, prefill {:.1} tokens/s, decode {:.1} tokens/s",
@@ -473,6 +482,7 @@ impl Generation<'_> {
                     if let Some(reason) = self.prefill()? {
                         return Ok(self.finish(reason));
                     }
+                    self.energy.enter(&self.session.engine, Phase::Decode);
                     let id = self.sample();
                     self.ttft = self.started.elapsed();
                     if let Some(ev) = self.accept(id)? {
