@@ -1,6 +1,7 @@
 //! The language-package suites as `cargo xtask test` steps: Kotlin on a JVM, Swift in the trixie
-//! chroot, and sdk/core's tests on aarch64 under qemu in the same chroot. Each is a script under
-//! tests/ that installs what it lacks (cached under ~/.cache/tern) and prints its own summary.
+//! chroot, sdk/core's tests on aarch64 under qemu in the same chroot, and the sample apps' logic
+//! (on the JVM and in the chroot). Each is a script under tests/ that installs what it lacks
+//! (cached under ~/.cache/tern) and prints its own summary.
 
 use std::path::{Path, PathBuf};
 
@@ -8,9 +9,14 @@ use crate::steps::Step;
 use crate::util::{run_cmd, TaskError};
 
 /// (step name, script) of each suite, in the order `test` runs them.
-pub const SUITES: &[(&str, &str)] =
-    [("kotlin", "tests/kotlin/run.sh"), ("swift", "tests/swift/run.sh"), ("aarch64", "tests/aarch64/run.sh")]
-        .as_slice();
+pub const SUITES: &[(&str, &str)] = &[
+    ("kotlin", "tests/kotlin/run.sh"),
+    ("swift", "tests/swift/run.sh"),
+    ("aarch64", "tests/aarch64/run.sh"),
+    // The sample apps' logic (android-sample/app-logic, ios-sample/Sources/TernSampleLogic).
+    ("android-sample", "tests/android-sample/run.sh"),
+    ("ios-sample", "tests/ios-sample/run.sh"),
+];
 
 pub fn run_suite(root: &Path, model_dir: &Path, script: &str) -> Result<(), TaskError> {
     let mut cmd = std::process::Command::new("bash");

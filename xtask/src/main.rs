@@ -22,8 +22,9 @@ tasks:
   models [--all | NAME...]   fetch and verify models into the model cache
                              (default: the default model; names: smollm2, qwen2.5, gemma3)
   test                       fetch every model, then run the whole test suite (cargo test,
-                             then the kotlin, swift and aarch64 suites)
-  suite kotlin|swift|aarch64 one language-package suite alone (tests/<name>/run.sh)
+                             then the kotlin, swift, aarch64, android-sample and
+                             ios-sample suites)
+  suite NAME                 one of those suites alone (tests/<name>/run.sh)
   snippets                   rewrite the code in docs/android.md and docs/ios.md from the
                              samples the suites compile
   demo [--prompt TEXT]       fetch the default model and stream a chat answer

@@ -1,0 +1,123 @@
+// The Auto-reply screen's logic: for a message that just came in from a contact, suggest the
+// user's reply in their own style, from that contact's earlier messages.
+
+import Foundation
+import Tern
+
+/// A person the user writes with; `key` is stable (a phone number, a contact identifier).
+public struct Contact: Sendable, Equatable, Hashable {
+    public let key: String
+    public let name: String
+
+    public init(key: String, name: String) {
+        self.key = key
+        self.name = name
+    }
+}
+
+/// One message of a thread: the user's own (`fromMe`) or the contact's.
+public struct ThreadMessage: Sendable, Equatable {
+    public let fromMe: Bool
+    public let text: String
+
+    public init(fromMe: Bool, text: String) {
+        self.fromMe = fromMe
+        self.text = text
+    }
+}
+
+/// A conversation with one contact, oldest message first.
+public struct ContactThread: Sendable, Equatable {
+    public let contact: Contact
+    public var messages: [ThreadMessage]
+
+    public init(contact: Contact, messages: [ThreadMessage]) {
+        self.contact = contact
+        self.messages = messages
+    }
+}
+
+/// A suggested reply, with the figures of the answer that produced it.
+public struct ReplySuggestion: Sendable, Equatable {
+    public let text: String
+    public let tokens: Int
+    public let timeToFirstTokenMs: Double
+    public let decodeTokensPerS: Double
+    public let totalMs: Double
+}
+
+/// Suggests replies in the user's style. The prompt holds the contact's thread (the user's own
+/// earlier messages show the style) and ends with the incoming message, in the form of the
+/// `reply` workloads; each suggestion is a fresh session, so threads never mix.
+public struct ReplySuggester: Sendable {
+    let engine: Engine
+    /// The user's name, as the contact's messages address them.
+    public let me: String
+    public var maxTokens: UInt32
+    /// How many of the thread's latest messages go into the prompt.
+    public var historyMessages: Int
+
+    public init(engine: Engine, me: String, maxTokens: UInt32 = 48, historyMessages: Int = 12) {
+        self.engine = engine
+        self.me = me
+        self.maxTokens = maxTokens
+        self.historyMessages = historyMessages
+    }
+
+    /// Suggests the user's reply to `incoming`, the contact's newest message (not yet in `thread`).
+    public func suggest(thread: ContactThread, incoming: String) async throws -> ReplySuggestion {
+        let session = try engine.newSession(options: SessionOptions(systemPrompt: systemPrompt(), maxTokens: maxTokens))
+        let answer = try await session.reply(userMessage(thread: thread, incoming: incoming))
+        let stats = answer.stats
+        return ReplySuggestion(
+            text: cleanReply(answer.text, me: me),
+            tokens: Int(stats.generatedTokens),
+            timeToFirstTokenMs: stats.timeToFirstTokenMs,
+            decodeTokensPerS: stats.decodeTokensPerS,
+            totalMs: stats.prefillMs + stats.decodeMs
+        )
+    }
+
+    public func systemPrompt() -> String {
+        "You write replies for \(me). Match \(me)'s usual style: the length, tone and words of \(me)'s earlier messages."
+    }
+
+    /// The conversation so far and the incoming message, as the model is asked.
+    public func userMessage(thread: ContactThread, incoming: String) -> String {
+        let lines = (thread.messages.suffix(historyMessages) + [ThreadMessage(fromMe: false, text: incoming)])
+            .map { "\($0.fromMe ? me : thread.contact.name): \($0.text)" }
+            .joined(separator: "\n")
+        return "Conversation so far:\n\(lines)\n\nWrite \(me)'s reply to the last message."
+    }
+}
+
+/// The reply's first line, without the `Name:` prefix or quotes small models sometimes add.
+public func cleanReply(_ raw: String, me: String) -> String {
+    var text = raw.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { !$0.isEmpty } ?? ""
+    if text.lowercased().hasPrefix(me.lowercased() + ":") {
+        text = String(text.dropFirst(me.count + 1)).trimmingCharacters(in: .whitespaces)
+    }
+    if text.count >= 2, text.first == "\"", text.last == "\"" {
+        text = String(text.dropFirst().dropLast()).trimmingCharacters(in: .whitespaces)
+    }
+    return text
+}
+
+extension ContactThread {
+    /// Two contacts with a few messages each and the message each just sent, for trying the
+    /// Auto-reply screen (iOS lets no app read other apps' messages).
+    public static let demo: [(thread: ContactThread, incoming: String)] = [
+        (ContactThread(contact: Contact(key: "demo:priya", name: "Priya"), messages: [
+            ThreadMessage(fromMe: false, text: "are we still on for climbing tomorrow?"),
+            ThreadMessage(fromMe: true, text: "yes!! 6pm at the usual gym right?"),
+            ThreadMessage(fromMe: false, text: "yep. can you bring the extra harness"),
+            ThreadMessage(fromMe: true, text: "sure thing, I'll bring the extra harness"),
+        ]), "also Jo might join, is that ok?"),
+        (ContactThread(contact: Contact(key: "demo:mom", name: "Mom"), messages: [
+            ThreadMessage(fromMe: false, text: "Did you eat dinner?"),
+            ThreadMessage(fromMe: true, text: "Yes mom, I ate dinner, pasta again haha"),
+            ThreadMessage(fromMe: false, text: "You need vegetables too"),
+            ThreadMessage(fromMe: true, text: "Yes mom, I will eat vegetables tomorrow haha"),
+        ]), "And call your grandmother this weekend"),
+    ]
+}

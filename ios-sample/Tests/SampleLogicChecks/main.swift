@@ -1,0 +1,186 @@
+// The sample's logic (TernSampleLogic) against the real SmolLM2 model, on a Mac with
+// `swift run SampleLogicChecks MODEL CASES_DIR` and on Linux by tests/ios-sample/run.sh.
+// CASES_DIR holds the dev workloads' `ui` and `reply` cases (tests/samples/cases.py).
+// The last line printed is "N passed, M failed"; the exit status is non-zero on any failure.
+
+import Foundation
+import Tern
+import TernSampleLogic
+
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+}
+
+func expect(_ cond: Bool, _ what: @autoclosure () -> String) throws {
+    if !cond { throw Failure(description: what()) }
+}
+
+var passed = 0
+var failed = 0
+
+@MainActor
+func test(_ name: String, _ body: @MainActor () async throws -> Void) async {
+    do {
+        try await body()
+        passed += 1
+        print("ok   \(name)")
+    } catch {
+        failed += 1
+        print("FAIL \(name): \(error)")
+    }
+}
+
+/// Polls `cond` every millisecond for up to `seconds`.
+@MainActor
+func eventually(_ what: String, seconds: Double = 60, _ cond: @MainActor () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while !cond() {
+        try expect(ContinuousClock.now < deadline, "timed out waiting for \(what)")
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
+
+func fmt(_ x: Double?, _ digits: Int = 1) -> String {
+    x.map { String(format: "%.\(digits)f", $0) } ?? "-"
+}
+
+let args = CommandLine.arguments
+guard args.count == 3 else {
+    print("usage: SampleLogicChecks MODEL CASES_DIR")
+    exit(2)
+}
+let casesDir = URL(fileURLWithPath: args[2])
+let greedy = ChatSettings(maxTokens: 24, temperature: 0)
+
+let engine: Engine
+do {
+    // One compute thread: short decoding steps on a busy machine.
+    engine = try await Engine.load(path: args[1], options: EngineOptions(threads: 1))
+} catch {
+    print("FAIL load engine: \(error)")
+    print("0 passed, 1 failed")
+    exit(1)
+}
+
+// MARK: chat
+
+await test("chat streams the answer into its state, with the engine's figures at the end") {
+    let question = "What is the capital of France?"
+    let plain = try await engine.newSession(options: SessionOptions(maxTokens: 24)).reply(question).text
+    let chat = try ChatViewModel(engine: engine, settings: greedy)
+    try expect(chat.send(question), "send refused")
+    var partials: [String] = []
+    while chat.generating {
+        if let last = chat.messages.last, last.streaming, partials.last != last.text { partials.append(last.text) }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+    let answer = chat.messages.last!
+    try expect(chat.error == nil, "error: \(chat.error ?? "")")
+    try expect(answer.role == .assistant && answer.text == plain, "shown '\(answer.text)', plain session '\(plain)'")
+    try expect(Set(partials).count >= 3, "the answer did not stream: \(partials)")
+    try expect(partials.allSatisfy { plain.hasPrefix($0) }, "a partial text is not a prefix")
+    let m = try answer.metrics ?? { throw Failure(description: "no figures") }()
+    try expect((1...24).contains(m.tokens) && (m.timeToFirstTokenMs ?? 0) > 0 && (m.tokensPerSecond ?? 0) > 0, "figures \(m)")
+    print("     TTFT \(fmt(m.timeToFirstTokenMs, 0)) ms, \(fmt(m.tokensPerSecond)) tokens/s, \(m.tokens) tokens")
+}
+
+await test("stop ends the answer where it is; a follow-up reuses the conversation") {
+    var settings = greedy
+    settings.maxTokens = 200
+    let chat = try ChatViewModel(engine: engine, settings: settings)
+    chat.send("Write a long story about a dragon who learns to bake bread.")
+    try await eventually("3 tokens") { (chat.messages.last?.metrics?.tokens ?? 0) >= 3 }
+    let stoppedAt = ContinuousClock.now
+    chat.stop()
+    try await eventually("the end of the answer") { !chat.generating }
+    try expect(ContinuousClock.now - stoppedAt < .milliseconds(500), "stop took \(ContinuousClock.now - stoppedAt)")
+    let answer = chat.messages.last!
+    try expect(answer.stopped && answer.metrics?.finishReason == .cancelled, "not marked stopped: \(answer)")
+    try expect((answer.metrics?.tokens ?? 200) < 200, "ran to the limit")
+    try expect(chat.send("Give it a name."), "follow-up refused")
+    await chat.waitUntilDone()
+    try expect(chat.error == nil && chat.messages.count == 4, "after follow-up: \(chat.messages.count) messages, \(chat.error ?? "")")
+    try expect((chat.messages.last?.metrics?.cachedTokens ?? 0) > 0, "the follow-up reused no tokens")
+}
+
+await test("regenerate answers the last question again; greedy gives the same text") {
+    var settings = greedy
+    settings.maxTokens = 12
+    let chat = try ChatViewModel(engine: engine, settings: settings)
+    chat.send("Name a fruit.")
+    await chat.waitUntilDone()
+    chat.send("And a vegetable?")
+    await chat.waitUntilDone()
+    let before = chat.messages.map(\.text)
+    try expect(chat.regenerate(), "regenerate refused")
+    await chat.waitUntilDone()
+    try expect(chat.error == nil, "error: \(chat.error ?? "")")
+    try expect(chat.messages.map(\.text) == before, "before \(before), after \(chat.messages.map(\.text))")
+}
+
+await test("cancelling the answer's Task stops the generation in Rust") {
+    var settings = greedy
+    settings.maxTokens = 200
+    let chat = try ChatViewModel(engine: engine, settings: settings)
+    chat.send("Tell me everything about the history of Rome.")
+    try await eventually("2 tokens") { (chat.messages.last?.metrics?.tokens ?? 0) >= 2 }
+    let cancelledAt = ContinuousClock.now
+    chat.cancelTask()
+    try await eventually("the generation to stop", seconds: 2) { !chat.answering }
+    let stoppedIn = ContinuousClock.now - cancelledAt
+    await chat.waitUntilDone()
+    let last = chat.messages.last!
+    try expect(last.stopped && !last.streaming, "answer after cancel: \(last)")
+    try expect(stoppedIn < .milliseconds(200), "the generation ran on for \(stoppedIn)")
+    print("     generation stopped \(stoppedIn) after the cancel")
+}
+
+// MARK: replies
+
+struct ReplyCase {
+    let id: String
+    let me: String
+    let thread: ContactThread
+    let incoming: String
+}
+
+func readReplyCases() throws -> [ReplyCase] {
+    let dir = casesDir.appendingPathComponent("reply")
+    let files = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".tsv") }.sorted()
+    return try files.map { name in
+        let lines = try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8).split(separator: "\n").map(String.init)
+        let me = lines[0]
+        let rows = lines.dropFirst().map { $0.split(separator: "\t", maxSplits: 1).map(String.init) }
+        let contact = rows.first { $0[0] != me }![0]
+        let messages = rows.dropLast().map { ThreadMessage(fromMe: $0[0] == me, text: $0[1]) }
+        return ReplyCase(
+            id: String(name.dropLast(4)), me: me,
+            thread: ContactThread(contact: Contact(key: contact, name: contact), messages: messages),
+            incoming: rows.last![1])
+    }
+}
+
+await test("the prompt shows the thread; replies lose the name and quotes small models add") {
+    let (thread, incoming) = ContactThread.demo[0]
+    let prompt = ReplySuggester(engine: engine, me: "Sam").userMessage(thread: thread, incoming: incoming)
+    try expect(prompt.contains("Sam: sure thing, I'll bring the extra harness\nPriya: \(incoming)\n"), prompt)
+    try expect(cleanReply("Sam: \"ok, see you\"\nmore text", me: "Sam") == "ok, see you", "cleanReply")
+}
+
+await test("reply suggestions for the reply workloads, with their speed") {
+    let cases = try readReplyCases()
+    try expect(!cases.isEmpty, "no reply cases")
+    for c in cases {
+        let suggester = ReplySuggester(engine: engine, me: c.me, maxTokens: 32)
+        let prompt = suggester.userMessage(thread: c.thread, incoming: c.incoming)
+        try expect(prompt.hasSuffix("\(c.thread.contact.name): \(c.incoming)\n\nWrite \(c.me)'s reply to the last message."), prompt)
+        let s = try await suggester.suggest(thread: c.thread, incoming: c.incoming)
+        try expect(!s.text.isEmpty && !s.text.hasPrefix("\(c.me):"), "\(c.id): suggestion '\(s.text)'")
+        try expect((1...32).contains(s.tokens) && s.decodeTokensPerS > 0, "\(c.id): figures \(s)")
+        print("     \(c.id): '\(s.text)' (\(s.tokens) tokens, \(fmt(s.decodeTokensPerS)) tokens/s, TTFT \(fmt(s.timeToFirstTokenMs, 0)) ms)")
+    }
+}
+
+
+print("\(passed) passed, \(failed) failed")
+exit(failed == 0 ? 0 : 1)
