@@ -1,15 +1,15 @@
 //! Code in the docs that is compiled and run: a page marks a code block with
 //! `<!-- snippet: PATH#NAME -->` on the line before its fence, and the block must equal the
 //! lines between `snippet:begin NAME` and `snippet:end` in PATH (a sample file the Kotlin or
-//! Swift suite compiles and calls). `cargo xtask snippets` rewrites the pages from the samples;
-//! the test below fails when they differ.
+//! Swift suite compiles and calls, or a sample app's file). `cargo xtask snippets` rewrites the
+//! pages from the samples; the test below fails when they differ.
 
 use std::path::Path;
 
 use crate::util::TaskError;
 
 /// Pages whose code blocks come from samples.
-pub const PAGES: &[&str] = &["docs/android.md", "docs/ios.md"];
+pub const PAGES: &[&str] = &["docs/android.md", "docs/ios.md", "docs/sample-walkthrough.md"];
 
 const MARKER: &str = "<!-- snippet: ";
 

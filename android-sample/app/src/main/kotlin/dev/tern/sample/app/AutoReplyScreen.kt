@@ -1,0 +1,149 @@
+// The Auto-reply tab: messages waiting for a reply (from other apps' notifications, or typed in
+// as a demo), a suggested reply in the user's style for each, and what producing it took.
+
+package dev.tern.sample.app
+
+import android.content.ComponentName
+import android.content.Intent
+import android.provider.Settings
+import androidx.compose.foundation.layout.Arrangement
+import androidx.compose.foundation.layout.Column
+import androidx.compose.foundation.layout.Row
+import androidx.compose.foundation.layout.fillMaxSize
+import androidx.compose.foundation.layout.fillMaxWidth
+import androidx.compose.foundation.layout.padding
+import androidx.compose.foundation.lazy.LazyColumn
+import androidx.compose.foundation.lazy.items
+import androidx.compose.material3.Button
+import androidx.compose.material3.Card
+import androidx.compose.material3.LinearProgressIndicator
+import androidx.compose.material3.MaterialTheme
+import androidx.compose.material3.OutlinedTextField
+import androidx.compose.material3.Text
+import androidx.compose.material3.TextButton
+import androidx.compose.runtime.Composable
+import androidx.compose.runtime.getValue
+import androidx.compose.runtime.mutableStateOf
+import androidx.compose.runtime.remember
+import androidx.compose.runtime.setValue
+import androidx.compose.ui.Modifier
+import androidx.compose.ui.platform.LocalContext
+import androidx.compose.ui.res.stringResource
+import androidx.compose.ui.unit.dp
+import androidx.core.app.NotificationManagerCompat
+import androidx.lifecycle.ViewModel
+import androidx.lifecycle.compose.collectAsStateWithLifecycle
+import androidx.lifecycle.viewModelScope
+import androidx.lifecycle.viewmodel.compose.viewModel
+import dev.tern.Engine
+import dev.tern.TernException
+import dev.tern.sample.Incoming
+import dev.tern.sample.ReplySuggester
+import dev.tern.sample.ReplySuggestion
+import dev.tern.sample.ThreadBook
+import dev.tern.sample.describe
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.flow.MutableStateFlow
+import kotlinx.coroutines.flow.update
+import kotlinx.coroutines.launch
+
+/** The user's name as contacts address them; a real app reads it from the profile. */
+private const val ME = "Sam"
+
+class AutoReplyModel(engine: Engine, val book: ThreadBook) : ViewModel() {
+    private val suggester = ReplySuggester(engine, ME)
+    /** Suggestions by incoming message; a missing key is being computed or not asked yet. */
+    val suggestions = MutableStateFlow<Map<Incoming, Result<ReplySuggestion>>>(emptyMap())
+    /** The message a suggestion is being computed for. */
+    val working = MutableStateFlow<Incoming?>(null)
+    private var job: Job? = null
+
+    fun suggest(incoming: Incoming) {
+        job?.cancel() // one suggestion at a time: the phone's cores are shared
+        suggestions.update { it - incoming }
+        working.value = incoming
+        job = viewModelScope.launch {
+            val result = try {
+                Result.success(suggester.suggest(book.thread(incoming.contact), incoming.text))
+            } catch (e: TernException) {
+                Result.failure(IllegalStateException(describe(e)))
+            }
+            suggestions.update { it + (incoming to result) }
+            working.value = null
+        }
+    }
+
+    /** Sends [reply] (through the notification's reply action when it came from one). */
+    fun send(incoming: Incoming, reply: String) {
+        ReplyNotificationListener.reply(incoming, reply)
+        book.replied(incoming, reply)
+        suggestions.update { it - incoming }
+    }
+}
+
+@Composable
+fun AutoReplyScreen(engine: Engine, book: ThreadBook) {
+    val model: AutoReplyModel = viewModel(key = "reply-${System.identityHashCode(engine)}") { AutoReplyModel(engine, book) }
+    val pending by book.pending.collectAsStateWithLifecycle()
+    val suggestions by model.suggestions.collectAsStateWithLifecycle()
+    val working by model.working.collectAsStateWithLifecycle()
+    val context = LocalContext.current
+    val granted = NotificationManagerCompat.getEnabledListenerPackages(context).contains(context.packageName)
+
+    Column(Modifier.fillMaxSize().padding(12.dp), verticalArrangement = Arrangement.spacedBy(8.dp)) {
+        if (!granted) {
+            TextButton(onClick = {
+                context.startActivity(
+                    Intent(Settings.ACTION_NOTIFICATION_LISTENER_DETAIL_SETTINGS)
+                        .putExtra(
+                            Settings.EXTRA_NOTIFICATION_LISTENER_COMPONENT_NAME,
+                            ComponentName(context, ReplyNotificationListener::class.java).flattenToString(),
+                        ),
+                )
+            }) { Text(stringResource(R.string.grant_notifications)) }
+        }
+        DemoIncoming(book)
+        LazyColumn(verticalArrangement = Arrangement.spacedBy(8.dp)) {
+            items(pending, key = { "${it.contact.key}:${it.text}" }) { incoming ->
+                IncomingCard(incoming, suggestions[incoming], working == incoming, onSuggest = { model.suggest(incoming) }, onSend = { model.send(incoming, it) })
+            }
+        }
+    }
+}
+
+/** Types a message "from" a demo contact, for trying the screen without notifications. */
+@Composable
+private fun DemoIncoming(book: ThreadBook) {
+    var text by remember { mutableStateOf("") }
+    val threads by book.threads.collectAsStateWithLifecycle()
+    val contact = threads.values.firstOrNull()?.contact ?: return
+    Row(Modifier.fillMaxWidth()) {
+        OutlinedTextField(text, { text = it }, Modifier.weight(1f), placeholder = { Text("A message from ${contact.name}") })
+        TextButton(onClick = { book.received(contact, text.trim()); text = "" }, enabled = text.isNotBlank()) { Text("Receive") }
+    }
+}
+
+@Composable
+private fun IncomingCard(incoming: Incoming, suggestion: Result<ReplySuggestion>?, working: Boolean, onSuggest: () -> Unit, onSend: (String) -> Unit) {
+    Card(Modifier.fillMaxWidth()) {
+        Column(Modifier.padding(12.dp), verticalArrangement = Arrangement.spacedBy(6.dp)) {
+            Text("${incoming.contact.name}: ${incoming.text}", style = MaterialTheme.typography.bodyLarge)
+            when {
+                working -> LinearProgressIndicator(Modifier.fillMaxWidth().padding(top = 4.dp))
+                suggestion == null -> Button(onClick = onSuggest) { Text("Suggest a reply") }
+                suggestion.isFailure -> Text(suggestion.exceptionOrNull()?.message ?: "failed", color = MaterialTheme.colorScheme.error)
+                else -> {
+                    val s = suggestion.getOrThrow()
+                    var draft by remember(s) { mutableStateOf(s.text) }
+                    OutlinedTextField(draft, { draft = it }, Modifier.fillMaxWidth())
+                    Text(
+                        "%d tokens · %.1f tok/s · first token after %.0f ms".format(s.tokens, s.decodeTokensPerS, s.timeToFirstTokenMs),
+                        style = MaterialTheme.typography.labelSmall,
+                    )
+                    // Sending is the user's decision, every time.
+                    Row { Button(onClick = { onSend(draft) }) { Text(stringResource(R.string.send)) }; TextButton(onClick = onSuggest) { Text("Again") } }
+                }
+            }
+        }
+    }
+}
