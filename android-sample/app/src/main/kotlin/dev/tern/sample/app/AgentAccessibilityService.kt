@@ -26,6 +26,7 @@ import dev.tern.sample.UiAgent
 import dev.tern.sample.UiAgentController
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.Job
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.cancel
 import kotlinx.coroutines.delay
@@ -39,6 +40,7 @@ class AgentAccessibilityService : AccessibilityService(), ScreenReader, ActionPe
     private var nodes: Map<UInt, AccessibilityNodeInfo> = emptyMap()
     private var controller: UiAgentController? = null
     private var overlay: Overlay? = null
+    private var watcher: Job? = null
 
     override fun onServiceConnected() {
         running.value = this
@@ -63,7 +65,7 @@ class AgentAccessibilityService : AccessibilityService(), ScreenReader, ActionPe
         val c = UiAgentController(agent, this, this, scope, autoRunSafe = autoRunSafe)
         controller = c
         overlay = Overlay(c).also { it.show() }
-        scope.launch {
+        watcher = scope.launch {
             delay(800) // let the sample leave the screen and the target app come back
             c.start(goal)
             c.state.collect { state ->
@@ -82,6 +84,8 @@ class AgentAccessibilityService : AccessibilityService(), ScreenReader, ActionPe
         controller = null
         overlay?.hide()
         overlay = null
+        watcher?.cancel()
+        watcher = null
     }
 
     // ScreenReader: the active window's visible elements that have words or can be acted on.
@@ -137,14 +141,14 @@ class AgentAccessibilityService : AccessibilityService(), ScreenReader, ActionPe
     /** The bar at the bottom of the driven app: the proposal, and Do it / Not this. */
     private inner class Overlay(private val c: UiAgentController) {
         private val windows = getSystemService(WindowManager::class.java)
-        private val text = TextView(this@AgentAccessibilityService).apply { setPadding(24, 16, 24, 8); textSize = 16f }
+        private val message = TextView(this@AgentAccessibilityService).apply { setPadding(24, 16, 24, 8); textSize = 16f }
         private val yes = Button(this@AgentAccessibilityService).apply { text = getString(R.string.confirm); setOnClickListener { c.confirm() } }
         private val no = Button(this@AgentAccessibilityService).apply { text = getString(R.string.reject); setOnClickListener { c.reject() } }
         private val view = LinearLayout(this@AgentAccessibilityService).apply {
             orientation = LinearLayout.VERTICAL
             setBackgroundColor(0xF0202830.toInt())
-            text.setTextColor(0xFFFFFFFF.toInt())
-            addView(text)
+            message.setTextColor(0xFFFFFFFF.toInt())
+            addView(message)
             addView(LinearLayout(context).apply { addView(yes); addView(no) })
         }
 
@@ -165,7 +169,7 @@ class AgentAccessibilityService : AccessibilityService(), ScreenReader, ActionPe
             val asking = state is AgentState.Confirm
             yes.isEnabled = asking
             no.isEnabled = asking
-            text.text = when (state) {
+            message.text = when (state) {
                 AgentState.Idle -> "Agent ready"
                 is AgentState.Thinking -> "Step ${state.step}: reading the screen…"
                 is AgentState.Confirm -> "Step ${state.step}: ${state.proposal.describe()}" +

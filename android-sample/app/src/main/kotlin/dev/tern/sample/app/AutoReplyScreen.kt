@@ -5,6 +5,7 @@ package dev.tern.sample.app
 
 import android.content.ComponentName
 import android.content.Intent
+import android.os.Build
 import android.provider.Settings
 import androidx.compose.foundation.layout.Arrangement
 import androidx.compose.foundation.layout.Column
@@ -93,13 +94,15 @@ fun AutoReplyScreen(engine: Engine, book: ThreadBook) {
     Column(Modifier.fillMaxSize().padding(12.dp), verticalArrangement = Arrangement.spacedBy(8.dp)) {
         if (!granted) {
             TextButton(onClick = {
-                context.startActivity(
-                    Intent(Settings.ACTION_NOTIFICATION_LISTENER_DETAIL_SETTINGS)
-                        .putExtra(
-                            Settings.EXTRA_NOTIFICATION_LISTENER_COMPONENT_NAME,
-                            ComponentName(context, ReplyNotificationListener::class.java).flattenToString(),
-                        ),
-                )
+                val intent = if (Build.VERSION.SDK_INT >= 30) {
+                    Intent(Settings.ACTION_NOTIFICATION_LISTENER_DETAIL_SETTINGS).putExtra(
+                        Settings.EXTRA_NOTIFICATION_LISTENER_COMPONENT_NAME,
+                        ComponentName(context, ReplyNotificationListener::class.java).flattenToString(),
+                    )
+                } else {
+                    Intent("android.settings.ACTION_NOTIFICATION_LISTENER_SETTINGS")
+                }
+                context.startActivity(intent)
             }) { Text(stringResource(R.string.grant_notifications)) }
         }
         DemoIncoming(book)

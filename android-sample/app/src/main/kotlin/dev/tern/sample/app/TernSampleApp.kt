@@ -6,6 +6,7 @@ package dev.tern.sample.app
 import android.app.Application
 import android.os.Build
 import android.os.PowerManager
+import androidx.core.content.ContextCompat
 import dev.tern.DeviceState
 import dev.tern.Engine
 import dev.tern.EngineOptions
@@ -88,11 +89,13 @@ class TernSampleApp : Application() {
             engine.reportDeviceState(DeviceState(thermal = thermal, batteryLow = powerManager.isPowerSaveMode))
         }
         if (Build.VERSION.SDK_INT >= 29) powerManager.addThermalStatusListener(mainExecutor) { report() }
-        registerReceiver(
+        ContextCompat.registerReceiver(
+            this,
             object : android.content.BroadcastReceiver() {
                 override fun onReceive(context: android.content.Context, intent: android.content.Intent) = report()
             },
             android.content.IntentFilter(PowerManager.ACTION_POWER_SAVE_MODE_CHANGED),
+            ContextCompat.RECEIVER_NOT_EXPORTED,
         )
         appScope.launch { engine.collect { report() } }
     }
