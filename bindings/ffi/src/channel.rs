@@ -37,31 +37,38 @@ impl<T> Chan<T> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues an item; false when the receiver is gone (the item is dropped).
+    /// Queues an item; false when the receiver is gone or the channel closed (the item is
+    /// dropped).
     pub(crate) fn push(&self, item: T) -> bool {
+        self.send(Some(item), false)
+    }
+
+    pub(crate) fn close(&self) {
+        self.send(None, true);
+    }
+
+    /// Queues a last item and closes the channel, unless it is closed already: ends a stream
+    /// from the receiving side (a cancelled download) while its sender may still be busy.
+    pub(crate) fn finish_with(&self, item: T) -> bool {
+        self.send(Some(item), true)
+    }
+
+    fn send(&self, item: Option<T>, close: bool) -> bool {
         let waker = {
             let mut s = self.lock();
-            if s.receiver_gone {
-                return false;
+            if let Some(item) = item {
+                if s.receiver_gone || s.closed {
+                    return false;
+                }
+                s.queue.push_back(item);
             }
-            s.queue.push_back(item);
+            s.closed |= close;
             s.waker.take()
         };
         if let Some(w) = waker {
             w.wake();
         }
         true
-    }
-
-    pub(crate) fn close(&self) {
-        let waker = {
-            let mut s = self.lock();
-            s.closed = true;
-            s.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -157,6 +164,20 @@ mod tests {
         chan.push(1);
         chan.drop_receiver();
         assert!(!chan.push(2));
+    }
+
+    #[test]
+    fn a_finished_channel_refuses_later_items() {
+        let chan = Chan::new();
+        let flag = Arc::new(Flag(Default::default()));
+        chan.push(1);
+        assert!(chan.finish_with(2));
+        assert!(!chan.push(3), "the sender's late item is dropped");
+        assert!(!chan.finish_with(4));
+        chan.close();
+        assert_eq!(poll(&mut chan.recv(), &flag), Poll::Ready(Some(1)));
+        assert_eq!(poll(&mut chan.recv(), &flag), Poll::Ready(Some(2)));
+        assert_eq!(poll(&mut chan.recv(), &flag), Poll::Ready(None));
     }
 
     #[test]

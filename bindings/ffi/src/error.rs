@@ -29,6 +29,45 @@ pub enum TernError {
     /// A second request on a session that is still generating.
     #[error("session is busy with another request")]
     Busy,
+    /// A JSON Schema, grammar or tool definition that cannot be used; raised before generating.
+    #[error("{detail}")]
+    Grammar { detail: String },
+    /// Constrained generation could not go on, or the model's answer did not complete the
+    /// grammar (e.g. cut off by `max_tokens`).
+    #[error("{detail}")]
+    Constraint { detail: String },
+    /// A UI action that is not valid on its screen (unknown element, missing text, ...).
+    #[error("{detail}")]
+    InvalidAction { detail: String },
+    /// The CPU topology could not be read.
+    #[error("{detail}")]
+    Topology { detail: String },
+    /// An energy meter could not be started or read, or energy tuning failed.
+    #[error("{detail}")]
+    Energy { detail: String },
+    /// The disk lacks room for a download (checked before it starts).
+    #[error("the disk has {available} bytes free, the download needs {needed}")]
+    NotEnoughSpace { needed: u64, available: u64 },
+    /// The server answered a download with an error status.
+    #[error("the server answered HTTP {status}")]
+    Http { status: u16 },
+    /// No connection could be made, or it failed (DNS, TLS, protocol, timeout).
+    #[error("{detail}")]
+    Network { detail: String },
+    /// The connection broke more often than the retries allow; the next download of the same
+    /// model resumes from `downloaded`.
+    #[error("download interrupted at {downloaded} of {total} bytes (it resumes on the next attempt)")]
+    DownloadInterrupted { downloaded: u64, total: u64 },
+    /// The server's file does not have the model's size.
+    #[error("the file has {actual} bytes, the model has {expected}")]
+    SizeMismatch { expected: u64, actual: u64 },
+    /// The downloaded file is not the model (corrupted in transit or on the server); it was
+    /// deleted and never used.
+    #[error("SHA-256 mismatch: expected {expected}, got {actual}; the file was deleted")]
+    HashMismatch { expected: String, actual: String },
+    /// Another download of the same model file is running.
+    #[error("another download of {file_name} is in progress")]
+    DownloadInProgress { file_name: String },
     /// A bug in the SDK (e.g. a panic caught at the boundary).
     #[error("{detail}")]
     Internal { detail: String },
@@ -59,9 +98,45 @@ impl From<tern::Error> for TernError {
             E::Template(_) => TernError::Template { detail },
             E::Tokenizer(_) => TernError::Tokenizer { detail },
             E::Busy => TernError::Busy,
+            E::Grammar(_) => TernError::Grammar { detail },
+            E::Constraint(_) => TernError::Constraint { detail },
+            E::Topology(_) => TernError::Topology { detail },
+            E::Energy(_) => TernError::Energy { detail },
             // `tern::Error` is non-exhaustive: a variant added later is reported, not lost.
             _ => TernError::Internal { detail },
         }
+    }
+}
+
+impl From<tern_store::StoreError> for TernError {
+    fn from(e: tern_store::StoreError) -> Self {
+        use tern_store::StoreError as E;
+        let detail = e.to_string();
+        match e {
+            E::Io { .. } => TernError::Io { detail },
+            E::InvalidSpec(_) => TernError::InvalidOption { detail },
+            E::NotEnoughSpace { needed, available } => TernError::NotEnoughSpace { needed, available },
+            E::Http { status } => TernError::Http { status },
+            E::Network(_) => TernError::Network { detail },
+            E::Interrupted { downloaded, total } => TernError::DownloadInterrupted { downloaded, total },
+            E::SizeMismatch { expected, actual } => TernError::SizeMismatch { expected, actual },
+            E::HashMismatch { expected, actual } => TernError::HashMismatch { expected, actual },
+            E::Busy(file_name) => TernError::DownloadInProgress { file_name },
+            E::Cancelled => TernError::Cancelled,
+            _ => TernError::Internal { detail },
+        }
+    }
+}
+
+impl From<tern::ui::ActionError> for TernError {
+    fn from(e: tern::ui::ActionError) -> Self {
+        use tern::ui::ActionError as E;
+        let detail = match e {
+            // The parser's message quotes the answer's keys and values: say what is wrong only.
+            E::NotAnAction(_) => "the JSON is not an action (unknown keys or values)".to_owned(),
+            e => e.to_string(),
+        };
+        TernError::InvalidAction { detail }
     }
 }
 

@@ -8,19 +8,36 @@
 //!   their own and wake the foreign executor (see `channel`). No async runtime is needed.
 //! - No panic crosses the boundary: work on our threads runs under `catch_unwind`, and UniFFI
 //!   catches panics in the exported calls themselves.
-//! - Errors are `TernError`, mapped from `tern::Error` in one place, without prompt text.
+//! - Errors are `TernError`, mapped from `tern::Error` and `tern_store::StoreError` in one
+//!   place, without prompt or answer text.
 
 uniffi::setup_scaffolding!();
 
+#[cfg(any(target_os = "android", feature = "android-battery"))]
+mod android;
 mod channel;
+mod energy;
 mod engine;
 mod error;
 mod logging;
 mod records;
 mod session;
+mod store;
+mod structured;
+mod ui;
 
+pub use energy::{
+    CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, EnergyStatus, PhaseEnergy,
+    ThermalState, TunedSelection, Tuning,
+};
 pub use engine::{available_kernels, Engine};
 pub use error::TernError;
 pub use logging::{set_log_level, LogLevel};
 pub use records::{EngineOptions, FinishReason, ModelInfo, SamplingOptions, SessionOptions, Stats, TokenEvent};
 pub use session::{Session, TokenStream};
+pub use store::{known_models, Download, DownloadEvent, DownloadOptions, ModelSpec, ModelStore, StoredFile};
+pub use structured::{Grammar, Tool, ToolCall, ToolChoice};
+pub use ui::{
+    parse_ui_action, screen_from_json, ui_action_schema, ui_system_prompt, validate_ui_action, Screen, UiAction,
+    UiActionKind, UiElement,
+};

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use crate::energy::{EnergyOptions, EnergyStats};
+use crate::structured::ToolCall;
+
 #[derive(Debug, Clone, Default, PartialEq, uniffi::Record)]
 pub struct EngineOptions {
     /// Compute threads (default: one per available core, at most 8).
@@ -16,6 +19,9 @@ pub struct EngineOptions {
     /// runs. An unknown or unavailable name is an `InvalidOption` error.
     #[uniffi(default = None)]
     pub kernels: Option<String>,
+    /// Energy mode, where tuning results are kept, the device's name (docs/energy.md).
+    #[uniffi(default)]
+    pub energy: EnergyOptions,
 }
 
 impl From<EngineOptions> for tern::EngineOptions {
@@ -24,7 +30,7 @@ impl From<EngineOptions> for tern::EngineOptions {
             threads: o.threads.map(|n| n as usize),
             context_length: o.context_length.map(|n| n as usize),
             kernels: o.kernels,
-            ..Default::default()
+            energy: o.energy.into(),
         }
     }
 }
@@ -180,9 +186,13 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
+    /// Time the grammar or tool constraint took (token masks); zero without one.
+    pub constraint_ms: f64,
+    /// Energy, CPU time and core selection of prefill and decode.
+    pub energy: EnergyStats,
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
@@ -198,6 +208,8 @@ impl From<tern::Stats> for Stats {
             prefill_tokens_per_s: s.prefill_tokens_per_s,
             decode_tokens_per_s: s.decode_tokens_per_s,
             finish_reason: s.finish_reason.into(),
+            constraint_ms: ms(s.constraint_time),
+            energy: (*s.energy).into(),
         }
     }
 }
@@ -238,22 +250,20 @@ impl From<&tern::ModelInfo> for ModelInfo {
 }
 
 /// One event of an answer's stream.
+// `Done` carries the statistics by value: events are serialized across the boundary one by
+// one, so boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, uniffi::Enum)]
 pub enum TokenEvent {
     /// New text (possibly empty while a stop sequence or UTF-8 sequence is pending) and the
     /// token ids it came from.
     Token { text: String, ids: Vec<u32> },
+    /// The answer is a call of one of the session's tools (see `Session::set_tools`): run it and
+    /// answer with `Session::send_tool_result`. Comes just before `Done`; the call's own tokens
+    /// stream as `Token` events with empty text.
+    ToolCall { call: ToolCall },
     /// The last event of a stream.
     Done { stats: Stats },
-}
-
-impl From<tern::Event> for TokenEvent {
-    fn from(e: tern::Event) -> Self {
-        match e {
-            tern::Event::Token { text, ids } => TokenEvent::Token { text, ids },
-            tern::Event::Done(stats) => TokenEvent::Done { stats: stats.into() },
-        }
-    }
 }
 
 #[cfg(test)]

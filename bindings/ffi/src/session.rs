@@ -12,9 +12,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::channel::Chan;
+use crate::channel::{run_blocking, Chan};
 use crate::error::TernError;
-use crate::records::{Stats, TokenEvent};
+use crate::records::{FinishReason, Stats, TokenEvent};
+use crate::structured::{Grammar, Tool, ToolChoice};
+use crate::ui::{Screen, UiAction};
 
 type Item = Result<TokenEvent, TernError>;
 
@@ -117,33 +119,50 @@ impl Session {
     /// Sends a user message; the answer streams from the returned `TokenStream`, computed on a
     /// thread of its own. Fails with `Busy` while the previous answer is still generating.
     pub fn send(&self, text: String) -> Result<Arc<TokenStream>, TernError> {
+        self.start(Request::Message(text))
+    }
+
+    /// Answers the tool call the last answer made (its `TokenEvent::ToolCall`) with the tool's
+    /// result, and streams the model's next answer.
+    pub fn send_tool_result(&self, result: String) -> Result<Arc<TokenStream>, TernError> {
+        self.start(Request::ToolResult(result))
+    }
+
+    /// Makes every later answer match `grammar`; none lifts it. The grammar is compiled for the
+    /// model on a thread of its own (the first one also indexes the vocabulary, see
+    /// `Engine::prepare_structured_output`); one that cannot be used raises `Grammar` and the
+    /// previous setting stays. A session takes a grammar or tools, not both.
+    pub async fn set_grammar(&self, grammar: Option<Grammar>) -> Result<(), TernError> {
+        self.configure("grammar", move |s| s.set_grammar(grammar.map(tern::Grammar::from).as_ref())).await
+    }
+
+    /// Lets the model call `tools` in later answers (an empty list removes them): each answer is
+    /// then text or one call that matches a tool's schema, reported as `TokenEvent::ToolCall`.
+    /// Bad names or schemas raise `Grammar`, and the previous setting stays.
+    pub async fn set_tools(&self, tools: Vec<Tool>, choice: ToolChoice) -> Result<(), TernError> {
+        let tools: Vec<tern::Tool> = tools.into_iter().map(Into::into).collect();
+        self.configure("tools", move |s| s.set_tools(&tools, choice.into())).await
+    }
+
+    /// Asks the model for the next action on `screen` towards `goal`: one turn of this session's
+    /// conversation, constrained so that the action parses and names an element of that screen.
+    /// The session's system prompt should be `ui_system_prompt()`; reset it between unrelated
+    /// goals. Cancellable like an answer (`cancel()`, or cancelling the awaiting coroutine or
+    /// Task): then `Cancelled`. An answer cut off by `max_tokens` raises `Constraint`.
+    pub async fn next_action(&self, screen: Screen, goal: String) -> Result<UiAction, TernError> {
         let busy = self.claim()?;
-        let chan: Arc<Chan<Item>> = Chan::new();
-        let control = Arc::new(Control {
-            cancelled: AtomicBool::new(false),
-            finished: Mutex::new(false),
-            session_cancel: self.cancel.clone(),
-        });
-        *lock(&self.current) = Some(Arc::clone(&control));
-        let stream = Arc::new(TokenStream { chan: Arc::clone(&chan), control: Arc::clone(&control) });
-        let session = Arc::clone(&self.inner);
-        let snapshot = Arc::clone(&self.snapshot);
-        std::thread::Builder::new()
-            .name("tern-generate".into())
-            .spawn(move || {
-                let last = catch_unwind(AssertUnwindSafe(|| generate(&session, &text, &chan, &control, &snapshot)))
-                    .unwrap_or_else(|_| Some(Err(TernError::panicked("generation"))));
-                control.finish();
-                // Free the session before the last event, so that a caller reacting to it can
-                // send the next message at once.
-                drop(busy);
-                if let Some(item) = last {
-                    chan.push(item);
-                }
-                chan.close();
-            })
-            .map_err(TernError::no_thread)?;
-        Ok(stream)
+        let control = self.new_control();
+        let mut guard = CancelUnlessDone { control: &control, done: false };
+        let (session, snapshot, c) = (Arc::clone(&self.inner), Arc::clone(&self.snapshot), Arc::clone(&control));
+        let result = run_blocking("ui-action", move || {
+            let result = ui_step(&mut lock_session(&session), screen.into(), &goal, &c, &snapshot);
+            c.finish();
+            drop(busy);
+            result
+        })
+        .await;
+        guard.done = true;
+        result
     }
 
     /// Stops the answer in progress (it ends with a `Done` event whose reason is `Cancelled`).
@@ -187,43 +206,152 @@ impl Session {
     }
 }
 
-/// Runs one answer to its end, pushing token events; returns the last item (`Done` or an
-/// error), which the caller pushes once the session is free again.
+/// What an answer replies to.
+enum Request {
+    /// A user message.
+    Message(String),
+    /// The result of the tool call the last answer made.
+    ToolResult(String),
+}
+
+impl Session {
+    /// A fresh control for the next answer, the one `cancel()` reaches from now on.
+    fn new_control(&self) -> Arc<Control> {
+        let control = Arc::new(Control {
+            cancelled: AtomicBool::new(false),
+            finished: Mutex::new(false),
+            session_cancel: self.cancel.clone(),
+        });
+        *lock(&self.current) = Some(Arc::clone(&control));
+        control
+    }
+
+    /// Starts an answer on a thread of its own.
+    fn start(&self, request: Request) -> Result<Arc<TokenStream>, TernError> {
+        let busy = self.claim()?;
+        let chan: Arc<Chan<Item>> = Chan::new();
+        let control = self.new_control();
+        let stream = Arc::new(TokenStream { chan: Arc::clone(&chan), control: Arc::clone(&control) });
+        let session = Arc::clone(&self.inner);
+        let snapshot = Arc::clone(&self.snapshot);
+        std::thread::Builder::new()
+            .name("tern-generate".into())
+            .spawn(move || {
+                let last = catch_unwind(AssertUnwindSafe(|| generate(&session, &request, &chan, &control, &snapshot)))
+                    .unwrap_or_else(|_| Err(TernError::panicked("generation")));
+                control.finish();
+                // Free the session before the last event, so that a caller reacting to it can
+                // send the next message at once.
+                drop(busy);
+                chan.push(last);
+                chan.close();
+            })
+            .map_err(TernError::no_thread)?;
+        Ok(stream)
+    }
+
+    /// Runs `change` on the SDK session on a thread of its own (grammars compile there), while
+    /// no answer is generating.
+    async fn configure(
+        &self,
+        what: &'static str,
+        change: impl FnOnce(&mut tern::Session) -> tern::Result<()> + Send + 'static,
+    ) -> Result<(), TernError> {
+        let busy = self.claim()?;
+        let session = Arc::clone(&self.inner);
+        run_blocking(what, move || {
+            let result = change(&mut lock_session(&session));
+            drop(busy);
+            Ok(result?)
+        })
+        .await
+    }
+}
+
+/// Runs one answer to its end, pushing its events; returns the last item (`Done` or an error),
+/// which the caller pushes once the session is free again.
 fn generate(
     session: &Mutex<tern::Session>,
-    text: &str,
+    request: &Request,
     chan: &Chan<Item>,
     control: &Control,
     snapshot: &Mutex<Snapshot>,
-) -> Option<Item> {
+) -> Item {
     let mut guard = lock_session(session);
-    let generation = match guard.send(text) {
-        Ok(g) => g,
-        Err(e) => return Some(Err(e.into())),
+    let stats =
+        run_answer(&mut guard, request, control, snapshot, |text, ids| chan.push(Ok(TokenEvent::Token { text, ids })))?;
+    if let Some(call) = guard.tool_call() {
+        chan.push(Ok(TokenEvent::ToolCall { call: call.clone().into() }));
+    }
+    Ok(TokenEvent::Done { stats })
+}
+
+/// One UI-action step: the answer under the screen's action grammar, then the action in it.
+fn ui_step(
+    session: &mut tern::Session,
+    screen: tern::ui::Screen,
+    goal: &str,
+    control: &Control,
+    snapshot: &Mutex<Snapshot>,
+) -> Result<UiAction, TernError> {
+    session.set_grammar(Some(&tern::ui::action_grammar(&screen)))?;
+    let mut answer = String::new();
+    let request = Request::Message(tern::ui::user_message(&screen, goal));
+    let result = run_answer(session, &request, control, snapshot, |text, _| {
+        answer.push_str(&text);
+        true
+    });
+    session.set_grammar(None)?;
+    match result?.finish_reason {
+        FinishReason::Cancelled => Err(TernError::Cancelled),
+        FinishReason::MaxTokens | FinishReason::ContextFull => Err(TernError::Constraint {
+            detail: "the answer ended before the action was complete (max_tokens or the context)".into(),
+        }),
+        _ => Ok(tern::ui::parse_action(&screen, &answer)?.into()),
+    }
+}
+
+/// Sends `request` on the session and runs the answer to its end, handing each token to
+/// `on_token` (false: nobody listens any more, so stop, keeping what was generated). The
+/// answer's statistics, or its error.
+fn run_answer(
+    session: &mut tern::Session,
+    request: &Request,
+    control: &Control,
+    snapshot: &Mutex<Snapshot>,
+    mut on_token: impl FnMut(String, Vec<u32>) -> bool,
+) -> Result<Stats, TernError> {
+    let generation = match request {
+        Request::Message(text) => session.send(text)?,
+        Request::ToolResult(result) => session.send_tool_result(result)?,
     };
     // `send` lowers the session's cancel flag: apply a cancel that came before it.
     if control.is_cancelled() {
         control.session_cancel.cancel();
     }
-    let mut last = None;
+    let mut done = None;
+    let mut error = None;
     for event in generation {
         match event {
             Ok(tern::Event::Token { text, ids }) => {
-                if !chan.push(Ok(TokenEvent::Token { text, ids })) {
-                    // Nobody listens any more: stop, keeping what was generated.
+                if !on_token(text, ids) {
                     control.session_cancel.cancel();
                 }
             }
-            Ok(tern::Event::Done(stats)) => {
-                let stats = Stats::from(stats);
-                lock(snapshot).last_stats = Some(stats.clone());
-                last = Some(Ok(TokenEvent::Done { stats }));
-            }
-            Err(e) => last = Some(Err(e.into())),
+            Ok(tern::Event::Done(stats)) => done = Some(Stats::from(stats)),
+            Err(e) => error = Some(e),
         }
     }
-    lock(snapshot).tokens_in_context = guard.tokens_in_context() as u32;
-    last
+    let mut snap = lock(snapshot);
+    snap.tokens_in_context = session.tokens_in_context() as u32;
+    if let Some(stats) = &done {
+        snap.last_stats = Some(stats.clone());
+    }
+    match (error, done) {
+        (Some(e), _) => Err(e.into()),
+        (None, Some(stats)) => Ok(stats),
+        (None, None) => Err(TernError::Internal { detail: "the answer ended without statistics".into() }),
+    }
 }
 
 /// The answer to one `send`. Dropping it (or closing it) stops the generation.
