@@ -26,7 +26,7 @@ class Case(val maxTokens: UInt, val prompt: String, val expected: String)
 private var passed = 0
 private var failed = 0
 
-private suspend fun test(name: String, body: suspend CoroutineScope.() -> Unit) {
+internal suspend fun test(name: String, body: suspend CoroutineScope.() -> Unit) {
     try {
         withTimeout(180_000) { body() }
         passed++
@@ -37,11 +37,11 @@ private suspend fun test(name: String, body: suspend CoroutineScope.() -> Unit) 
     }
 }
 
-private fun expect(cond: Boolean, what: () -> String) {
+internal fun expect(cond: Boolean, what: () -> String) {
     if (!cond) throw AssertionError(what())
 }
 
-private inline fun <reified E : Throwable> expectThrows(block: () -> Unit): E {
+internal inline fun <reified E : Throwable> expectThrows(block: () -> Unit): E {
     try {
         block()
     } catch (e: Throwable) {
@@ -52,10 +52,10 @@ private inline fun <reified E : Throwable> expectThrows(block: () -> Unit): E {
 }
 
 /** Waits until the session's generation thread has ended; the time it took. */
-private suspend fun untilIdle(session: Session): kotlin.time.Duration {
+internal suspend fun untilIdle(session: Session, limit: kotlin.time.Duration = 10_000.milliseconds): kotlin.time.Duration {
     val start = TimeSource.Monotonic.markNow()
     while (session.isBusy()) {
-        if (start.elapsedNow() > 10_000.milliseconds) throw AssertionError("generation did not stop")
+        if (start.elapsedNow() > limit) throw AssertionError("generation did not stop")
         delay(1)
     }
     return start.elapsedNow()
@@ -114,6 +114,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
                         when (val event = stream.next() ?: break) {
                             is TokenEvent.Token -> text.append(event.text)
                             is TokenEvent.Done -> done = event.stats
+                            is TokenEvent.ToolCall -> throw AssertionError("a tool call without tools")
                         }
                     }
                     expect(text.toString() == case.expected) { "got '$text'" }
@@ -266,5 +267,10 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
             expect(loadOrExplain("/nonexistent/model.gguf") == null) { "no error" }
             setLogLevel(LogLevel.OFF)
         }
+
+        structuredTests(engine)
+        docSampleTests(engine, model)
     }
+    storeTests()
+    energyTests(model)
 }

@@ -5,6 +5,7 @@
 package dev.tern.samples
 
 import dev.tern.*
+import java.io.File
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.launch
@@ -27,6 +28,7 @@ suspend fun askCapital(engine: Engine): String {
             when (event) {
                 is TokenEvent.Token -> answer.append(event.text) // show it as it comes
                 is TokenEvent.Done -> println("${event.stats.decodeTokensPerS} tokens/s")
+                is TokenEvent.ToolCall -> {} // only in sessions with tools (see "Tool calls")
             }
         }
     }
@@ -57,4 +59,65 @@ suspend fun loadOrExplain(path: String): Engine? =
         println("cannot load the model: ${e.message}")
         null
     }
+// snippet:end
+
+// snippet:begin json
+suspend fun planTrip(engine: Engine): String =
+    engine.newSession(SessionOptions(maxTokens = 64u)).use { session ->
+        session.setGrammar(
+            Grammar.JsonSchema(
+                """{"type": "object",
+                    "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1}},
+                    "required": ["city", "days"], "additionalProperties": false}""",
+            ),
+        )
+        session.reply("Plan a trip to Lyon.").text // e.g. {"city": "Lyon", "days": 3}
+    }
+// snippet:end
+
+// snippet:begin tools
+val weather = Tool(
+    name = "get_weather",
+    description = "Current weather in a city",
+    parameters = """{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}""",
+)
+
+suspend fun askWithTools(session: Session, question: String, runTool: (ToolCall) -> String): String {
+    session.setTools(listOf(weather), ToolChoice.AUTO)
+    var reply = session.reply(question)
+    repeat(3) { // a few rounds of calls at most
+        val call = reply.toolCall ?: return reply.text
+        reply = session.replyToolResult(runTool(call)) // e.g. {"temperature_c": 18}
+    }
+    return reply.text
+}
+// snippet:end
+
+// snippet:begin ui
+suspend fun nextStep(engine: Engine, screenJson: String, goal: String): UiAction =
+    engine.newSession(SessionOptions(systemPrompt = uiSystemPrompt())).use { session ->
+        val screen = screenFromJson(screenJson) // {"app": ..., "elements": [{"id", "class", "text", "clickable"}]}
+        session.nextAction(screen, goal) // e.g. UiAction(action = TAP, id = 2u)
+    }
+// snippet:end
+
+// snippet:begin download
+suspend fun downloadModel(filesDir: File, url: String, onProgress: (Float) -> Unit): String =
+    ModelStore.open(File(filesDir, "models").path).use { store ->
+        val spec = knownModel("smollm2")!! // size and SHA-256 of SmolLM2-135M Q4_1
+        store.installed(spec) ?: store.fetch(spec, url) { done, total -> onProgress(done.toFloat() / total.toFloat()) }
+    }
+// snippet:end
+
+// snippet:begin energy
+suspend fun loadTuned(path: String, filesDir: File, deviceModel: String): Engine {
+    val energy = EnergyOptions(tuningDir = filesDir.path, deviceName = deviceModel) // deviceModel: Build.MODEL
+    val engine = Engine.load(path, EngineOptions(energy = energy))
+    if (engine.energyTuning() == null) engine.tuneEnergy() // once per device, a few seconds
+    return engine
+}
+
+// From PowerManager.addThermalStatusListener { status -> onThermalStatus(engine, status) }
+fun onThermalStatus(engine: Engine, status: Int, batteryLow: Boolean = false) =
+    engine.reportDeviceState(DeviceState(thermalStateOfAndroidStatus(status), batteryLow))
 // snippet:end

@@ -13,8 +13,9 @@ import kotlinx.coroutines.flow.map
 
 /**
  * Sends [text] when the flow is collected and emits the answer's events: [TokenEvent.Token]s,
- * then one [TokenEvent.Done] with the statistics. Generation runs on a native thread; collecting
- * never blocks the collector's thread.
+ * then one [TokenEvent.Done] with the statistics (just before it a [TokenEvent.ToolCall] when
+ * the session has tools and the model calls one). Generation runs on a native thread;
+ * collecting never blocks the collector's thread.
  *
  * Cancelling the collecting coroutine (or any operator that stops early, such as `take`) stops
  * the generation within one decoding step. Errors are thrown as [TernException]: `Busy` if this
@@ -22,6 +23,14 @@ import kotlinx.coroutines.flow.map
  */
 fun Session.stream(text: String): Flow<TokenEvent> = flow {
     send(text).use { tokens -> emitEvents(tokens) }
+}
+
+/**
+ * Answers the tool call of the last answer with [result] (what the tool returned, usually JSON)
+ * and streams the model's next answer, like [stream].
+ */
+fun Session.streamToolResult(result: String): Flow<TokenEvent> = flow {
+    sendToolResult(result).use { tokens -> emitEvents(tokens) }
 }
 
 /** The events of an answer already started with [Session.send]; the flow can be collected once. */
@@ -45,18 +54,28 @@ private suspend fun FlowCollector<TokenEvent>.emitEvents(tokens: TokenStream) {
 /** Only the text pieces of an answer's events. */
 fun Flow<TokenEvent>.textPieces(): Flow<String> = filterIsInstance<TokenEvent.Token>().map { it.text }
 
-/** A whole answer: its text and statistics. */
-data class Reply(val text: String, val stats: Stats)
+/**
+ * A whole answer: its text and statistics, and the tool call it made if it made one (then
+ * [text] is empty: run the tool and answer with [Session.replyToolResult]).
+ */
+data class Reply(val text: String, val stats: Stats, val toolCall: ToolCall? = null)
 
 /** Sends [text] and waits for the whole answer (cancellable like [stream]). */
-suspend fun Session.reply(text: String): Reply {
+suspend fun Session.reply(text: String): Reply = stream(text).toReply()
+
+/** Answers the last answer's tool call with [result] and waits for the model's next answer. */
+suspend fun Session.replyToolResult(result: String): Reply = streamToolResult(result).toReply()
+
+private suspend fun Flow<TokenEvent>.toReply(): Reply {
     val answer = StringBuilder()
     var stats: Stats? = null
-    stream(text).collect { event ->
+    var call: ToolCall? = null
+    collect { event ->
         when (event) {
             is TokenEvent.Token -> answer.append(event.text)
+            is TokenEvent.ToolCall -> call = event.call
             is TokenEvent.Done -> stats = event.stats
         }
     }
-    return Reply(answer.toString(), stats ?: throw TernException.Internal("the answer ended without statistics"))
+    return Reply(answer.toString(), stats ?: throw TernException.Internal("the answer ended without statistics"), call)
 }
