@@ -4,6 +4,7 @@
 
 package dev.tern.sample
 
+import dev.tern.EnergyMode
 import dev.tern.Engine
 import dev.tern.SamplingOptions
 import dev.tern.Session
@@ -78,7 +79,7 @@ data class AnswerMetrics(
                 timeToFirstTokenMs = stats.timeToFirstTokenMs,
                 tokensPerSecond = stats.decodeTokensPerS.takeIf { stats.generatedTokens > 1u },
                 finishReason = stats.finishReason.name,
-                energy = null,
+                energy = EnergyFigures.of(stats),
             )
     }
 }
@@ -86,6 +87,8 @@ data class AnswerMetrics(
 data class ChatState(
     val messages: List<ChatMessage> = emptyList(),
     val generating: Boolean = false,
+    /** The energy mode in force (power saver while the phone is hot or low on battery). */
+    val energyMode: String? = null,
     /** The last failure, in words for the user (typed errors carry no prompt text). */
     val error: String? = null,
 )
@@ -100,7 +103,7 @@ class ChatViewModel(
     private val scope: CoroutineScope,
     private var settings: ChatSettings = ChatSettings(),
 ) : AutoCloseable {
-    private val _state = MutableStateFlow(ChatState())
+    private val _state = MutableStateFlow(ChatState(energyMode = energyModeName(engine.energyStatus().effectiveMode)))
     val state: StateFlow<ChatState> = _state.asStateFlow()
 
     private var session: Session = engine.newSession(settings.sessionOptions())
@@ -144,13 +147,22 @@ class ChatViewModel(
         return true
     }
 
+    /**
+     * Sets the engine's energy mode (it applies from the next answer, to every session of the
+     * engine): performance, balanced (the default) or power saver.
+     */
+    fun setEnergyMode(mode: EnergyMode) {
+        engine.setEnergyMode(mode)
+        _state.update { it.copy(energyMode = energyModeName(engine.energyStatus().effectiveMode)) }
+    }
+
     /** Forgets the conversation (and applies changed settings). */
     fun newChat(newSettings: ChatSettings = settings) {
         job?.cancel()
         settings = newSettings
         regenerations = 0uL
         replaceSession(newSettings)
-        _state.value = ChatState()
+        _state.value = ChatState(energyMode = _state.value.energyMode)
     }
 
     override fun close() {
@@ -173,6 +185,7 @@ class ChatViewModel(
                 awaitIdle(target)
                 for (earlier in replay) target.reply(earlier)
                 streamInto(id, target, question)
+                _state.update { it.copy(energyMode = energyModeName(engine.energyStatus().effectiveMode)) }
             } catch (e: CancellationException) {
                 finish(id) { it.copy(stopped = true) }
                 throw e

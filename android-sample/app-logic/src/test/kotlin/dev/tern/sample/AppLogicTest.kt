@@ -44,6 +44,8 @@ fun main(args: Array<String>) {
         engine.use {
             chat(engine)
             replies(engine, File(cases, "reply"))
+            agent(engine, File(cases, "ui"))
+            modelPicker(args[0])
         }
     }
     println("$passed passed, $failed failed")
@@ -71,7 +73,9 @@ private suspend fun CoroutineScope.chat(engine: Engine) {
             expect(partials.filter { it.isNotEmpty() }.all { expected.startsWith(it) }) { "a partial text is not a prefix" }
             val m = answer.metrics ?: throw AssertionError("no figures")
             expect(m.tokens in 1..24 && (m.timeToFirstTokenMs ?: 0.0) > 0 && (m.tokensPerSecond ?: 0.0) > 0) { "figures $m" }
-            println("     TTFT ${"%.0f".format(m.timeToFirstTokenMs)} ms, ${"%.1f".format(m.tokensPerSecond)} tokens/s, ${m.tokens} tokens")
+            expect(done.energyMode != null) { "no energy mode" }
+            val energy = m.energy?.let { "%.1f mJ/token (%s, %s)".format(it.millijoulesPerToken, if (it.measured) "measured" else "estimated", it.meter) }
+            println("     TTFT ${"%.0f".format(m.timeToFirstTokenMs)} ms, ${"%.1f".format(m.tokensPerSecond)} tokens/s, ${m.tokens} tokens, energy mode ${done.energyMode}, ${energy ?: "no energy figure"}")
         }
     }
 
@@ -91,6 +95,15 @@ private suspend fun CoroutineScope.chat(engine: Engine) {
             expect(second.error == null && second.messages.size == 4) { "after follow-up: $second" }
             val cached = second.messages.last().metrics?.cachedTokens ?: 0
             expect(cached > 0) { "the follow-up reused no tokens" }
+        }
+    }
+
+    test("the energy mode switches for the engine and shows in the state") {
+        ChatViewModel(engine, this, greedy).use { chat ->
+            chat.setEnergyMode(EnergyMode.PowerSaver)
+            expect(chat.state.value.energyMode == "Power saver") { "mode ${chat.state.value.energyMode}" }
+            chat.setEnergyMode(EnergyMode.Balanced)
+            expect(chat.state.value.energyMode == "Balanced") { "mode ${chat.state.value.energyMode}" }
         }
     }
 
