@@ -208,6 +208,7 @@ impl From<SessionOptions> for tern::SessionOptions {
             stop: o.stop,
             context_length: o.context_length.map(|n| n as usize),
             ignore_eos: o.ignore_eos,
+            ..Default::default()
         }
     }
 }

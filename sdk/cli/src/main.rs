@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_workloads;
 mod chat;
 mod error;
 mod info;
@@ -33,6 +34,8 @@ enum Command {
     Score(score::ScoreArgs),
     /// Prefill and decode speed, load time and peak memory (like llama-bench).
     Bench(bench::BenchArgs),
+    /// Plain against speculative decoding over a workloads file (speed-up, acceptance, identity).
+    BenchWorkloads(bench_workloads::BenchWorkloadsArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
 }
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => tokenize::run(a),
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchWorkloads(a) => bench_workloads::run(a),
         Command::Info(a) => info::run(a),
     };
     match result {

@@ -15,6 +15,7 @@ use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
 use crate::quant::{self, Kernels};
 use crate::runtime::{self, ThreadPool};
+use crate::speculative::cost::CostModel;
 use crate::tokenizer::Tokenizer;
 
 /// Context length used when neither the app nor the model asks for less: the KV cache is
@@ -56,6 +57,8 @@ pub struct Engine {
     template: ChatTemplate,
     pool: ThreadPool,
     info: ModelInfo,
+    /// Measured cost of decode passes by batch size (speculative decoding plans with it).
+    verify_costs: CostModel,
 }
 
 impl std::fmt::Debug for Engine {
@@ -110,7 +113,7 @@ impl Engine {
             load_ms: 0.0,
         };
         let pool = ThreadPool::new(threads);
-        let mut engine = Engine { model, tokenizer, template, pool, info };
+        let mut engine = Engine { model, tokenizer, template, pool, info, verify_costs: CostModel::default() };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Arc::new(engine))
     }
@@ -134,6 +137,11 @@ impl Engine {
     /// The thread pool forward passes of this engine run on.
     pub fn pool(&self) -> &ThreadPool {
         &self.pool
+    }
+
+    /// What decode passes of n tokens have cost on this engine (learned from its sessions).
+    pub fn verify_costs(&self) -> &CostModel {
+        &self.verify_costs
     }
 
     /// Tokens `text` takes as message content (no BOS, special-token text not parsed).

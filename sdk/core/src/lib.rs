@@ -22,6 +22,7 @@ pub mod quant;
 pub mod runtime;
 pub mod sampling;
 pub mod session;
+pub mod speculative;
 pub mod tokenizer;
 
 pub use chat::{Message, Role};
@@ -30,3 +31,4 @@ pub use error::{Error, Result};
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
 pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};
+pub use speculative::{DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats};

@@ -149,6 +149,14 @@ impl Sampler {
         self.rng = Rng::from_seed(seed);
     }
 
+    /// Tells the sampler that `token` was committed to the answer. Sessions call it for every
+    /// committed token (prompt excluded), in order, between the [`sample`](Self::sample) calls
+    /// that chose them, speculative verification included: the hook through which a token
+    /// constraint follows the answer. Without a constraint it does nothing.
+    pub fn accept(&mut self, _token: u32) -> Result<()> {
+        Ok(())
+    }
+
     /// Picks the next token. `logits` (one per vocabulary entry) are modified in
     /// place: the repetition penalty is applied to them. `history` holds the
     /// previous token ids; ids outside the vocabulary are ignored. NaN logits are

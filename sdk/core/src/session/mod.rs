@@ -5,6 +5,7 @@
 //! answer streams as [`Event`]s from a [`Generation`] iterator; a [`CancelHandle`] stops it from
 //! any thread.
 
+mod speculate;
 mod stop;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
+use crate::speculative::{SpeculationOptions, SpeculationStats};
+use speculate::{Speculator, CALIBRATION_CHUNK};
 use stop::StopMatcher;
 
 /// Tokens per forward pass while prefilling.
@@ -34,6 +37,9 @@ pub struct SessionOptions {
     pub context_length: Option<usize>,
     /// Keep generating past end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
+    /// Speculative decoding: drafts from the context verified several tokens per pass
+    /// (automatic by default; see [`crate::speculative`]).
+    pub speculation: SpeculationOptions,
 }
 
 impl Default for SessionOptions {
@@ -45,6 +51,7 @@ impl Default for SessionOptions {
             stop: Vec::new(),
             context_length: None,
             ignore_eos: false,
+            speculation: SpeculationOptions::default(),
         }
     }
 }
@@ -61,7 +68,7 @@ impl SessionOptions {
         if self.context_length == Some(0) {
             return Err(Error::InvalidOption("context_length must be positive".into()));
         }
-        Ok(())
+        self.speculation.validate()
     }
 }
 
@@ -90,6 +97,8 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
+    /// Verification steps, drafted and accepted tokens (all zero with speculation off).
+    pub speculation: SpeculationStats,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +129,8 @@ pub struct Session {
     messages: Vec<Message>,
     sampler: Sampler,
     cancel: Arc<AtomicBool>,
+    /// Drafting and acceptance state, when speculation is on.
+    spec: Option<Speculator>,
 }
 
 impl std::fmt::Debug for Session {
@@ -137,6 +148,7 @@ impl Session {
         };
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
+        let spec = Speculator::new(&opts.speculation);
         Ok(Session {
             engine,
             opts,
@@ -146,6 +158,7 @@ impl Session {
             messages: Vec::new(),
             sampler,
             cancel: Arc::new(AtomicBool::new(false)),
+            spec,
         })
     }
 
@@ -161,6 +174,18 @@ impl Session {
     pub fn set_sampling(&mut self, sampling: SamplingOptions) -> Result<()> {
         self.sampler = Sampler::new(sampling.clone())?;
         self.opts.sampling = sampling;
+        Ok(())
+    }
+
+    /// Replaces the speculation options for later requests (the acceptance model learned so
+    /// far is kept while speculation stays on).
+    pub fn set_speculation(&mut self, speculation: SpeculationOptions) -> Result<()> {
+        speculation.validate()?;
+        match (&mut self.spec, speculation.is_on()) {
+            (Some(spec), true) => spec.reconfigure(&speculation),
+            (_, on) => self.spec = if on { Speculator::new(&speculation) } else { None },
+        }
+        self.opts.speculation = speculation;
         Ok(())
     }
 
@@ -212,7 +237,7 @@ impl Session {
         let ids = tok.encode(&rendered, add_bos, true)?;
         self.check_fits(ids.len())?;
         self.messages.push(Message { role: Role::User, content: user_text.to_owned() });
-        Ok(self.start(ids, true))
+        self.start(ids, true)
     }
 
     /// Continues raw text (no chat template; special-token text is not parsed).
@@ -232,7 +257,7 @@ impl Session {
             return Err(Error::InvalidOption(format!("token id {bad} is outside the vocabulary ({vocab})")));
         }
         self.check_fits(ids.len())?;
-        Ok(self.start(ids.to_vec(), false))
+        self.start(ids.to_vec(), false)
     }
 
     fn check_fits(&self, prompt_len: usize) -> Result<()> {
@@ -243,7 +268,7 @@ impl Session {
         Ok(())
     }
 
-    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Generation<'_> {
+    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Result<Generation<'_>> {
         self.cancel.store(false, Ordering::Release);
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
@@ -251,8 +276,11 @@ impl Session {
         let keep = common.min(prompt.len() - 1);
         self.cached.truncate(keep);
         self.kv.truncate(keep);
+        if let Some(spec) = &mut self.spec {
+            spec.begin(&self.engine, &prompt, keep)?;
+        }
         let stop = StopMatcher::new(self.opts.stop.clone());
-        Generation {
+        Ok(Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
             prompt,
@@ -269,7 +297,9 @@ impl Session {
             stop,
             decoder_pending: Vec::new(),
             pending_finish: None,
-        }
+            spec_stats: SpeculationStats::default(),
+            spec_absorbed: 0,
+        })
     }
 }
 
@@ -293,6 +323,7 @@ pub struct Generation<'a> {
     ttft: Duration,
     prefill_time: Duration,
     decode_time: Duration,
+    /// Tokens chosen by decode passes (one per pass without speculation).
     decode_steps: usize,
     generated: Vec<u32>,
     answer: String,
@@ -301,9 +332,17 @@ pub struct Generation<'a> {
     decoder_pending: Vec<u32>,
     /// The end decided after the last token event, reported by the next call.
     pending_finish: Option<FinishReason>,
+    spec_stats: SpeculationStats,
+    /// Generated tokens the drafter has indexed.
+    spec_absorbed: usize,
 }
 
 impl Generation<'_> {
+    /// The token ids of this request's prompt (the whole rendered conversation).
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
     fn cancelled(&self) -> bool {
         self.session.cancel.load(Ordering::Acquire)
     }
@@ -319,14 +358,30 @@ impl Generation<'_> {
     fn prefill(&mut self) -> Result<Option<FinishReason>> {
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
-        let chunks = todo.len().div_ceil(PREFILL_CHUNK);
-        for (i, chunk) in todo.chunks(PREFILL_CHUNK).enumerate() {
+        let calibrate_from = self.session.spec.as_ref().and_then(|s| s.calibration_from(self.prompt.len()));
+        let mut pos = self.cached_tokens;
+        while pos < self.prompt.len() {
             if self.cancelled() {
                 self.prefill_time = t0.elapsed();
                 return Ok(Some(FinishReason::Cancelled));
             }
-            let want = if i + 1 == chunks { Logits::Last } else { Logits::None };
+            // Positions to calibrate go through smaller passes that compute every row's logits.
+            let (len, calibrate) = match calibrate_from {
+                Some(from) if pos >= from => (CALIBRATION_CHUNK, true),
+                Some(from) => (PREFILL_CHUNK.min(from - pos), false),
+                None => (PREFILL_CHUNK, false),
+            };
+            let chunk = &todo[pos - self.cached_tokens..(pos + len).min(self.prompt.len()) - self.cached_tokens];
+            let last = pos + chunk.len() == self.prompt.len();
+            let want = if calibrate { Logits::All } else if last { Logits::Last } else { Logits::None };
             self.feed(chunk, want)?;
+            if calibrate {
+                let s = &mut *self.session;
+                if let Some(spec) = &mut s.spec {
+                    self.spec_stats.calibrated_positions += spec.calibrate(pos, s.scratch.logits(), &self.prompt);
+                }
+            }
+            pos += chunk.len();
         }
         self.prefill_time = t0.elapsed();
         Ok(None)
@@ -382,6 +437,7 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
+            speculation: self.speculation_stats(),
         };
         Event::Done(stats)
     }
@@ -406,6 +462,9 @@ impl Generation<'_> {
                     }
                     if self.session.kv.len() + 1 > self.session.kv.capacity() {
                         return Ok(self.finish(FinishReason::ContextFull));
+                    }
+                    if self.session.spec.is_some() {
+                        return self.speculative_step(next);
                     }
                     let t0 = Instant::now();
                     self.feed(&[next], Logits::Last)?;
