@@ -13,12 +13,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::chat::{Message, Role};
+use crate::constrain::{CompiledGrammar, Grammar};
+use crate::energy::control::PhaseTracker;
+use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{SpeculationOptions, SpeculationStats};
 use speculate::{Speculator, CALIBRATION_CHUNK};
+use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 use stop::StopMatcher;
 
 /// Tokens per forward pass while prefilling.
@@ -74,7 +78,7 @@ impl SessionOptions {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The model produced an end-of-generation token.
+    /// The model produced an end-of-generation token, or the answer's grammar is complete.
     EndOfGeneration,
     /// A stop sequence appeared in the text.
     StopSequence,
@@ -99,6 +103,10 @@ pub struct Stats {
     pub finish_reason: FinishReason,
     /// Verification steps, drafted and accepted tokens (all zero with speculation off).
     pub speculation: SpeculationStats,
+    /// Time the grammar constraint took (token masks and following tokens); zero without one.
+    pub constraint_time: Duration,
+    /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
+    pub energy: Box<EnergyStats>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -131,6 +139,12 @@ pub struct Session {
     cancel: Arc<AtomicBool>,
     /// Drafting and acceptance state, when speculation is on.
     spec: Option<Speculator>,
+    /// Grammar every answer follows (`set_grammar`).
+    grammar: Option<CompiledGrammar>,
+    /// Tools the model may call in chat answers (`set_tools`).
+    tools: Option<ToolSet>,
+    /// The call the last answer made.
+    tool_call: Option<ToolCall>,
 }
 
 impl std::fmt::Debug for Session {
@@ -149,6 +163,7 @@ impl Session {
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
         let spec = Speculator::new(&opts.speculation);
+        log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
             engine,
             opts,
@@ -159,6 +174,9 @@ impl Session {
             sampler,
             cancel: Arc::new(AtomicBool::new(false)),
             spec,
+            grammar: None,
+            tools: None,
+            tool_call: None,
         })
     }
 
@@ -187,6 +205,31 @@ impl Session {
         }
         self.opts.speculation = speculation;
         Ok(())
+    }
+
+    /// Makes every later answer match `grammar` (`None` lifts it). A grammar that cannot be used
+    /// is an [`Error::Grammar`] here, and the previous setting stays.
+    pub fn set_grammar(&mut self, grammar: Option<&Grammar>) -> Result<()> {
+        if grammar.is_some() && self.tools.is_some() {
+            return Err(Error::InvalidOption("a session takes a grammar or tools, not both".into()));
+        }
+        self.grammar = grammar.map(|g| self.engine.compile_grammar(g)).transpose()?;
+        Ok(())
+    }
+
+    /// Lets the model call `tools` in later chat answers (an empty list removes them). Bad names
+    /// or schemas are an [`Error::Grammar`] here, and the previous setting stays.
+    pub fn set_tools(&mut self, tools: &[Tool], choice: ToolChoice) -> Result<()> {
+        if !tools.is_empty() && self.grammar.is_some() {
+            return Err(Error::InvalidOption("a session takes a grammar or tools, not both".into()));
+        }
+        self.tools = if tools.is_empty() { None } else { Some(ToolSet::new(&self.engine, tools, choice)?) };
+        Ok(())
+    }
+
+    /// The tool call the last answer made, if it made one (its text was not streamed).
+    pub fn tool_call(&self) -> Option<&ToolCall> {
+        self.tool_call.as_ref()
     }
 
     pub fn cancel_handle(&self) -> CancelHandle {
@@ -223,20 +266,33 @@ impl Session {
     /// Sends a user message; the answer streams from the returned generation and joins the
     /// conversation when it ends (also when cancelled, with what was generated until then).
     pub fn send(&mut self, user_text: &str) -> Result<Generation<'_>> {
+        self.send_message(Message { role: Role::User, content: user_text.to_owned() })
+    }
+
+    /// Answers the last answer's [`tool_call`](Self::tool_call) with its result (a tool message)
+    /// and generates the model's next answer.
+    pub fn send_tool_result(&mut self, content: &str) -> Result<Generation<'_>> {
+        self.send_message(Message { role: Role::Tool, content: content.to_owned() })
+    }
+
+    fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
         let mut conversation = Vec::with_capacity(self.messages.len() + 2);
         if let Some(sys) = &self.opts.system_prompt {
             conversation.push(Message { role: Role::System, content: sys.clone() });
         }
         conversation.extend(self.messages.iter().cloned());
-        conversation.push(Message { role: Role::User, content: user_text.to_owned() });
-        let rendered = self.engine.chat_template().render(&conversation, true)?;
+        conversation.push(message.clone());
+        let rendered = match &self.tools {
+            Some(tools) => tools.render(self.engine.chat_template(), &conversation)?,
+            None => self.engine.chat_template().render(&conversation, true)?,
+        };
         let tok = self.engine.tokenizer();
         // Templates that print the BOS text themselves must not get a second one.
         let bos_text = self.engine.chat_template().bos_token();
         let add_bos = tok.add_bos_default() && (bos_text.is_empty() || !rendered.starts_with(bos_text));
         let ids = tok.encode(&rendered, add_bos, true)?;
         self.check_fits(ids.len())?;
-        self.messages.push(Message { role: Role::User, content: user_text.to_owned() });
+        self.messages.push(message);
         self.start(ids, true)
     }
 
@@ -280,6 +336,15 @@ impl Session {
             spec.begin(&self.engine, &prompt, keep)?;
         }
         let stop = StopMatcher::new(self.opts.stop.clone());
+        // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
+        self.tool_call = None;
+        let tools = self.tools.as_ref().filter(|_| chat);
+        let constraint = match tools {
+            Some(t) => Some(t.start()),
+            None => self.grammar.as_ref().map(CompiledGrammar::start),
+        };
+        self.sampler.set_constraint(constraint);
+        let calls = tools.map(|_| CallDetector::default());
         Ok(Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
@@ -299,6 +364,8 @@ impl Session {
             pending_finish: None,
             spec_stats: SpeculationStats::default(),
             spec_absorbed: 0,
+            calls,
+            energy: PhaseTracker::default(),
         })
     }
 }
@@ -335,6 +402,10 @@ pub struct Generation<'a> {
     spec_stats: SpeculationStats,
     /// Generated tokens the drafter has indexed.
     spec_absorbed: usize,
+    /// Present when tools are on: keeps a call's text out of the stream.
+    calls: Option<CallDetector>,
+    /// Core selection and energy per phase.
+    energy: PhaseTracker,
 }
 
 impl Generation<'_> {
@@ -356,6 +427,7 @@ impl Generation<'_> {
     }
 
     fn prefill(&mut self) -> Result<Option<FinishReason>> {
+        self.energy.enter(&self.session.engine, Phase::Prefill);
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let calibrate_from = self.session.spec.as_ref().and_then(|s| s.calibration_from(self.prompt.len()));
@@ -425,8 +497,15 @@ impl Generation<'_> {
         if self.chat {
             s.messages.push(Message { role: Role::Assistant, content: self.answer.clone() });
         }
+        if let (Some(calls), Some(tools)) = (&self.calls, &s.tools) {
+            if calls.is_call() {
+                s.tool_call = tools.parse_call(&self.answer);
+            }
+        }
         self.state = State::Finished;
+        let constraint_time = s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total);
         let prefilled = self.prompt_tokens - self.cached_tokens;
+        let speculation = self.speculation_stats();
         let stats = Stats {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
@@ -437,8 +516,19 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
-            speculation: self.speculation_stats(),
+            speculation,
+            constraint_time,
+            energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
+        log::info!(
+            "generation finished ({reason:?}): {} prompt tokens ({} cached), {} generated, first token after {:.0} ms, prefill {:.1} tokens/s, decode {:.1} tokens/s",
+            stats.prompt_tokens,
+            stats.cached_tokens,
+            stats.generated_tokens,
+            stats.time_to_first_token.as_secs_f64() * 1e3,
+            stats.prefill_tokens_per_s,
+            stats.decode_tokens_per_s
+        );
         Event::Done(stats)
     }
 
@@ -450,9 +540,10 @@ impl Generation<'_> {
                     if let Some(reason) = self.prefill()? {
                         return Ok(self.finish(reason));
                     }
+                    self.energy.enter(&self.session.engine, Phase::Decode);
                     let id = self.sample();
                     self.ttft = self.started.elapsed();
-                    if let Some(ev) = self.accept(id) {
+                    if let Some(ev) = self.accept(id)? {
                         return Ok(ev);
                     }
                 }
@@ -471,7 +562,7 @@ impl Generation<'_> {
                     let id = self.sample();
                     self.decode_time += t0.elapsed();
                     self.decode_steps += 1;
-                    if let Some(ev) = self.accept(id) {
+                    if let Some(ev) = self.accept(id)? {
                         return Ok(ev);
                     }
                 }
@@ -480,23 +571,29 @@ impl Generation<'_> {
     }
 
     /// Handles a sampled id: end of generation, or a token event (or finish on a stop
-    /// sequence / the token limit).
-    fn accept(&mut self, id: u32) -> Option<Event> {
+    /// sequence, a complete grammar or the token limit).
+    fn accept(&mut self, id: u32) -> Result<Option<Event>> {
         let tok = self.session.engine.tokenizer();
         if tok.is_eog(id) && !self.session.opts.ignore_eos {
-            return Some(self.finish(FinishReason::EndOfGeneration));
+            return Ok(Some(self.finish(FinishReason::EndOfGeneration)));
         }
+        self.session.sampler.accept(id)?;
         self.generated.push(id);
-        let (text, stop_hit) = self.take_text(id);
+        let (mut text, stop_hit) = self.take_text(id);
         self.answer.push_str(&text);
+        if let Some(calls) = &mut self.calls {
+            text = calls.show(text);
+        }
         self.state = State::Decode { next: id };
         // Emit the text first; the end is reported by the next call.
         if stop_hit {
             self.pending_finish = Some(FinishReason::StopSequence);
+        } else if self.session.sampler.constraint_complete() {
+            self.pending_finish = Some(FinishReason::EndOfGeneration);
         } else if self.generated.len() >= self.session.opts.max_tokens {
             self.pending_finish = Some(FinishReason::MaxTokens);
         }
-        Some(Event::Token { text, ids: vec![id] })
+        Ok(Some(Event::Token { text, ids: vec![id] }))
     }
 }
 

@@ -171,6 +171,7 @@ impl Generation<'_> {
         let mut node = 0;
         let mut done = None;
         let mut rejected_at = None;
+        let mut failed = None;
         loop {
             spec.children.clear();
             spec.children.extend(spec.tree.children(node).map(|c| (c, spec.tree.node(c).token)));
@@ -191,15 +192,20 @@ impl Generation<'_> {
                 break;
             }
             match self.accept(choice.token) {
-                Some(Event::Token { text: t, ids: i }) => {
+                Ok(Some(Event::Token { text: t, ids: i })) => {
                     text.push_str(&t);
                     ids.extend(i);
                 }
-                Some(end) => {
+                Ok(Some(end)) => {
                     done = Some(end);
                     break;
                 }
-                None => break,
+                Ok(None) => break,
+                // The KV cache is compacted below all the same.
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
             let Some(child) = choice.child.filter(|_| self.pending_finish.is_none()) else { break };
             node = child;
@@ -218,6 +224,9 @@ impl Generation<'_> {
         }
         self.spec_stats.record_pass(spec.tree.drafted(), accepted);
         self.decode_time += started.elapsed();
+        if let Some(e) = failed {
+            return Err(e);
+        }
         Ok(done.unwrap_or(Event::Token { text, ids }))
     }
 
