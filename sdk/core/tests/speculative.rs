@@ -323,3 +323,31 @@ fn bad_limits_are_refused() {
     assert!(s.set_speculation(bad).is_err());
     assert_eq!(s.options().speculation.mode, Speculation::Auto, "the previous setting stays");
 }
+
+/// Under a grammar the verifier masks every row and the sampler follows each kept token, so a
+/// drafted token the grammar forbids is never kept: on every `ui` case with the action schema
+/// the speculative answer is the plain one, a valid action, ended by the grammar.
+#[cfg(feature = "structured")]
+#[test]
+fn grammar_holds_under_speculation() {
+    use tern::ui::{self, Screen};
+    let _serial = serial();
+    let e = engine(SMOLLM2);
+    let mut drafted = 0;
+    for case in workloads().into_iter().filter(|c| c.task == "ui") {
+        let (screen, goal) = case.user.strip_prefix("Screen:\n").and_then(|r| r.split_once("\n\nGoal: ")).expect("ui case");
+        let screen: Screen = serde_json::from_str(screen).expect("screen JSON");
+        let run = |spec: SpeculationOptions| {
+            let opts = SessionOptions { system_prompt: case.system.clone(), max_tokens: 96, speculation: spec, ..Default::default() };
+            let mut s = Session::new(e.clone(), opts).expect("session");
+            s.set_grammar(Some(&ui::action_grammar(&screen))).expect("schema compiles");
+            collect(s.send(&ui::user_message(&screen, goal)).expect("send"))
+        };
+        let (fast, plain) = (run(always(16)), run(SpeculationOptions::off()));
+        assert_eq!(fast.0, plain.0, "{}: {} / {}", case.id, fast.1, plain.1);
+        ui::parse_action(&screen, &fast.1).unwrap_or_else(|err| panic!("{}: {err}: {}", case.id, fast.1));
+        assert_eq!(fast.2.finish_reason, tern::FinishReason::EndOfGeneration, "{}", case.id);
+        drafted += fast.2.speculation.drafted_tokens;
+    }
+    assert!(drafted > 0, "drafts were verified under the grammar");
+}
