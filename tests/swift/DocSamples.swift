@@ -2,6 +2,7 @@
 // Each `snippet:begin NAME` .. `snippet:end` block is copied verbatim into the page;
 // `cargo xtask snippets` rewrites the page from here and the test suite fails when they differ.
 
+import Foundation
 import Tern
 
 // snippet:begin load
@@ -24,6 +25,8 @@ func askCapital(engine: Engine) async throws -> String {
             answer += text // show it as it comes
         case .done(let stats):
             print("\(stats.decodeTokensPerS) tokens/s")
+        case .toolCall:
+            break // only in sessions with tools (see "Tool calls")
         }
     }
     return answer
@@ -55,4 +58,65 @@ func loadOrExplain(path: String) async -> Engine? {
     }
     return nil
 }
+// snippet:end
+
+// snippet:begin json
+func planTrip(engine: Engine) async throws -> String {
+    let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
+    try await session.setGrammar(grammar: .jsonSchema(schema: """
+        {"type": "object",
+         "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1}},
+         "required": ["city", "days"], "additionalProperties": false}
+        """))
+    return try await session.reply("Plan a trip to Lyon.").text // e.g. {"city": "Lyon", "days": 3}
+}
+// snippet:end
+
+// snippet:begin tools
+let weather = Tool(
+    name: "get_weather",
+    description: "Current weather in a city",
+    parameters: #"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#
+)
+
+@MainActor
+func askWithTools(session: Session, question: String, runTool: (ToolCall) -> String) async throws -> String {
+    try await session.setTools(tools: [weather], choice: .auto)
+    var reply = try await session.reply(question)
+    for _ in 0..<3 { // a few rounds of calls at most
+        guard let call = reply.toolCall else { break }
+        reply = try await session.replyToolResult(runTool(call)) // e.g. {"temperature_c": 18}
+    }
+    return reply.text
+}
+// snippet:end
+
+// snippet:begin ui
+func nextStep(engine: Engine, screenJson: String, goal: String) async throws -> UiAction {
+    let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt()))
+    let screen = try screenFromJson(json: screenJson) // {"app": ..., "elements": [{"id", "class", "text", "clickable"}]}
+    return try await session.action(on: screen, goal: goal) // e.g. UiAction(action: .tap, id: 2)
+}
+// snippet:end
+
+// snippet:begin download
+@MainActor
+func downloadModel(appSupport: URL, url: String, onProgress: (Double) -> Void) async throws -> String {
+    let store = try ModelStore.open(dir: appSupport.appendingPathComponent("models").path)
+    let spec = knownModel(named: "smollm2")! // size and SHA-256 of SmolLM2-135M Q4_1
+    if let path = store.installed(spec: spec) { return path }
+    return try await store.fetch(spec, from: url) { done, total in onProgress(Double(done) / Double(total)) }
+}
+// snippet:end
+
+// snippet:begin energy
+func loadTuned(path: String, appSupport: URL, deviceModel: String) async throws -> Engine {
+    let energy = EnergyOptions(tuningDir: appSupport.path, deviceName: deviceModel) // e.g. "iPhone16,1"
+    let engine = try await Engine.load(path: path, options: EngineOptions(energy: energy))
+    if engine.energyTuning() == nil { _ = try await engine.tuneEnergy() } // once per device, a few seconds
+    return engine
+}
+
+// At start and on ProcessInfo.thermalStateDidChangeNotification:
+//     engine.report(thermalState: ThermalState(ProcessInfo.processInfo.thermalState))
 // snippet:end

@@ -139,6 +139,7 @@ final class Suite {
                 switch event {
                 case .token(let piece, _): text += piece
                 case .done(let stats): done = stats
+                case .toolCall: throw Failure(description: "a tool call without tools")
                 }
             }
             try expect(text == c.expected, "got '\(text)'")
@@ -311,6 +312,11 @@ final class Suite {
             try expect(await loadOrExplain(path: "/nonexistent/model.gguf") == nil, "no error")
             setLogLevel(level: .off)
         }
+
+        await structuredTests(engine: engine)
+        await docSampleTests(engine: engine, model: model)
+        await storeTests()
+        await energyTests(model: model)
     }
 }
 

@@ -126,6 +126,29 @@ pub(crate) async fn run_blocking<T: Send + 'static>(
     chan.recv().await.unwrap_or_else(|| Err(TernError::panicked(what)))
 }
 
+/// Runs an action when dropped before `disarm`: what an exported async call uses to notice
+/// that the foreign side abandoned it (a cancelled coroutine drops the Rust future).
+pub(crate) struct OnAbandon<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> OnAbandon<F> {
+    pub(crate) fn new(action: F) -> Self {
+        OnAbandon(Some(action))
+    }
+
+    /// The call completed: nothing to do on drop.
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnOnce()> Drop for OnAbandon<F> {
+    fn drop(&mut self) {
+        if let Some(action) = self.0.take() {
+            action();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +187,14 @@ mod tests {
         chan.push(1);
         chan.drop_receiver();
         assert!(!chan.push(2));
+    }
+
+    #[test]
+    fn on_abandon_acts_only_when_dropped_armed() {
+        let hits = std::cell::Cell::new(0);
+        drop(OnAbandon::new(|| hits.set(hits.get() + 1)));
+        OnAbandon::new(|| hits.set(hits.get() + 10)).disarm();
+        assert_eq!(hits.get(), 1);
     }
 
     #[test]

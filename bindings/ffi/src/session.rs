@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::channel::{run_blocking, Chan};
+use crate::channel::{run_blocking, Chan, OnAbandon};
 use crate::error::TernError;
 use crate::records::{FinishReason, Stats, TokenEvent};
 use crate::structured::{Grammar, Tool, ToolChoice};
@@ -152,7 +152,7 @@ impl Session {
     pub async fn next_action(&self, screen: Screen, goal: String) -> Result<UiAction, TernError> {
         let busy = self.claim()?;
         let control = self.new_control();
-        let mut guard = CancelUnlessDone { control: &control, done: false };
+        let guard = OnAbandon::new(|| control.cancel());
         let (session, snapshot, c) = (Arc::clone(&self.inner), Arc::clone(&self.snapshot), Arc::clone(&control));
         let result = run_blocking("ui-action", move || {
             let result = ui_step(&mut lock_session(&session), screen.into(), &goal, &c, &snapshot);
@@ -161,7 +161,7 @@ impl Session {
             result
         })
         .await;
-        guard.done = true;
+        guard.disarm();
         result
     }
 
@@ -361,28 +361,14 @@ pub struct TokenStream {
     control: Arc<Control>,
 }
 
-/// Cancels the answer if a `next()` call is abandoned before it returns.
-struct CancelUnlessDone<'a> {
-    control: &'a Control,
-    done: bool,
-}
-
-impl Drop for CancelUnlessDone<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.control.cancel();
-        }
-    }
-}
-
 #[uniffi::export]
 impl TokenStream {
     /// The next event; `null`/`nil` after `Done`. Errors of the generation are thrown here.
     /// Abandoning the call (cancelling the coroutine awaiting it) cancels the answer.
     pub async fn next(&self) -> Result<Option<TokenEvent>, TernError> {
-        let mut guard = CancelUnlessDone { control: &self.control, done: false };
+        let guard = OnAbandon::new(|| self.control.cancel());
         let item = self.chan.recv().await;
-        guard.done = true;
+        guard.disarm();
         item.transpose()
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::channel::{run_blocking, Chan};
+use crate::channel::{run_blocking, Chan, OnAbandon};
 use crate::error::TernError;
 
 /// A model file the store can fetch and check.
@@ -234,29 +234,15 @@ impl Download {
     }
 }
 
-/// Cancels the download if a `next()` call is abandoned before it returns.
-struct StopUnlessDone<'a> {
-    download: &'a Download,
-    done: bool,
-}
-
-impl Drop for StopUnlessDone<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.download.stop();
-        }
-    }
-}
-
 #[uniffi::export]
 impl Download {
     /// The next event; `null`/`nil` after `Done`. A failed download throws its error here
     /// (`HashMismatch`, `DownloadInterrupted`, `Http`, `Cancelled`, ...). Abandoning the call
     /// (cancelling the coroutine awaiting it) cancels the download.
     pub async fn next(&self) -> Result<Option<DownloadEvent>, TernError> {
-        let mut guard = StopUnlessDone { download: self, done: false };
+        let guard = OnAbandon::new(|| self.stop());
         let item = self.chan.recv().await;
-        guard.done = true;
+        guard.disarm();
         item.transpose()
     }
 

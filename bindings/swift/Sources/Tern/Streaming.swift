@@ -19,58 +19,56 @@ extension TokenStream {
 }
 
 extension Session {
-    /// Sends `text` and streams the answer: `.token` events, then one `.done` with statistics.
+    /// Sends `text` and streams the answer: `.token` events, then one `.done` with statistics
+    /// (just before it a `.toolCall` when the session has tools and the model calls one).
     /// Generation runs on a native thread; awaiting events never blocks a thread.
     ///
     /// Cancelling the consuming Task, or leaving the `for try await` loop early, stops the
     /// generation within one decoding step. Errors are thrown as `TernError`: `.Busy` if this
     /// session is still answering an earlier message.
     public func stream(_ text: String) -> AsyncThrowingStream<TokenEvent, Error> {
-        AsyncThrowingStream { continuation in
-            let tokens: TokenStream
-            do {
-                tokens = try send(text: text)
-            } catch {
-                continuation.finish(throwing: error)
-                return
-            }
-            let pump = Task {
-                do {
-                    while let event = try await tokens.nextEvent() {
-                        continuation.yield(event)
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in
-                // After a normal end this is a no-op; otherwise the consumer went away.
-                tokens.cancel()
-                pump.cancel()
-            }
-        }
+        pulledStream { try self.send(text: text) }
+    }
+
+    /// Answers the tool call of the last answer with `result` (what the tool returned, usually
+    /// JSON) and streams the model's next answer, like `stream(_:)`.
+    public func streamToolResult(_ result: String) -> AsyncThrowingStream<TokenEvent, Error> {
+        pulledStream { try self.sendToolResult(result: result) }
     }
 
     /// Sends `text` and waits for the whole answer (cancellable like `stream(_:)`).
     public func reply(_ text: String) async throws -> Reply {
+        try await Reply.collect(stream(text))
+    }
+
+    /// Answers the last answer's tool call with `result` and waits for the model's next answer.
+    public func replyToolResult(_ result: String) async throws -> Reply {
+        try await Reply.collect(streamToolResult(result))
+    }
+}
+
+/// A whole answer: its text and statistics, and the tool call it made if it made one (then
+/// `text` is empty: run the tool and answer with `Session.replyToolResult(_:)`).
+public struct Reply: Sendable, Equatable {
+    public let text: String
+    public let stats: Stats
+    public let toolCall: ToolCall?
+
+    static func collect(_ events: AsyncThrowingStream<TokenEvent, Error>) async throws -> Reply {
         var answer = ""
-        for try await event in stream(text) {
+        var call: ToolCall?
+        for try await event in events {
             switch event {
             case .token(let piece, _):
                 answer += piece
+            case .toolCall(let made):
+                call = made
             case .done(let stats):
-                return Reply(text: answer, stats: stats)
+                return Reply(text: answer, stats: stats, toolCall: call)
             }
         }
         throw TernError.Internal(detail: "the answer ended without statistics")
     }
-}
-
-/// A whole answer: its text and statistics.
-public struct Reply: Sendable, Equatable {
-    public let text: String
-    public let stats: Stats
 }
 
 extension AsyncThrowingStream where Element == TokenEvent, Failure == Error {
@@ -79,6 +77,45 @@ extension AsyncThrowingStream where Element == TokenEvent, Failure == Error {
         compactMap { event in
             if case .token(let text, _) = event { return text }
             return nil
+        }
+    }
+}
+
+/// A native source of events pulled one at a time (an answer, a download).
+protocol PulledEvents: Sendable {
+    associatedtype Event: Sendable
+    /// The next event, or nil at the end; cancelling the awaiting Task cancels the source.
+    func nextEvent() async throws -> Event?
+    func cancel()
+}
+
+extension TokenStream: PulledEvents {}
+
+/// The events of the source `start` opens, as an AsyncThrowingStream. A consumer that goes away
+/// (a cancelled Task, a `for try await` loop left early) cancels the source.
+func pulledStream<Source: PulledEvents>(_ start: () throws -> Source) -> AsyncThrowingStream<Source.Event, Error> {
+    AsyncThrowingStream { continuation in
+        let source: Source
+        do {
+            source = try start()
+        } catch {
+            continuation.finish(throwing: error)
+            return
+        }
+        let pump = Task {
+            do {
+                while let event = try await source.nextEvent() {
+                    continuation.yield(event)
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in
+            // After a normal end this is a no-op; otherwise the consumer went away.
+            source.cancel()
+            pump.cancel()
         }
     }
 }
