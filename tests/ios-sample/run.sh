@@ -48,5 +48,12 @@ in_chroot "
     swiftc \$FLAGS \$OBSERVATION -O -I . -L . -lTernSampleLogic -lTern -ltern_ffi checks/*.swift -o sample-checks
 "
 
+# The model picker's check downloads the model from an HTTP server on loopback (the chroot shares
+# the host's network).
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$MODEL_DIR" "$PORT" >/dev/null 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; chroot_unmount' EXIT
+
 step "running the sample-logic checks"
-in_chroot "cd $INSIDE && LD_LIBRARY_PATH=$INSIDE:$INSIDE/ffi ./sample-checks /mnt/tern/models/$(basename "$MODEL") cases"
+in_chroot "cd $INSIDE && LD_LIBRARY_PATH=$INSIDE:$INSIDE/ffi ./sample-checks /mnt/tern/models/$(basename "$MODEL") cases http://127.0.0.1:$PORT/"

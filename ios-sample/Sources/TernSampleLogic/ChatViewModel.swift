@@ -53,7 +53,7 @@ public struct AnswerMetrics: Sendable, Equatable {
         timeToFirstTokenMs = stats.timeToFirstTokenMs
         tokensPerSecond = stats.generatedTokens > 1 ? stats.decodeTokensPerS : nil
         finishReason = stats.finishReason
-        energy = nil
+        energy = EnergyFigures(stats: stats)
     }
 
     init(tokens: Int, timeToFirstTokenMs: Double?, tokensPerSecond: Double?) {
@@ -84,6 +84,8 @@ public final class ChatViewModel {
     public private(set) var generating = false
     /// The last failure, in words for the user (typed errors carry no prompt text).
     public private(set) var error: String?
+    /// The energy mode in force (power saver while the device is hot or low on battery).
+    public private(set) var energyMode: String
 
     private let engine: Engine
     private var settings: ChatSettings
@@ -97,6 +99,14 @@ public final class ChatViewModel {
         self.engine = engine
         self.settings = settings
         session = try engine.newSession(options: settings.sessionOptions())
+        energyMode = energyModeName(engine.energyStatus().effectiveMode)
+    }
+
+    /// Sets the engine's energy mode (it applies from the next answer, to every session of the
+    /// engine): performance, balanced (the default) or power saver.
+    public func setEnergyMode(_ mode: EnergyMode) {
+        engine.setEnergyMode(mode: mode)
+        energyMode = energyModeName(engine.energyStatus().effectiveMode)
     }
 
     /// Whether the engine is still generating for this chat (briefly true after a stop).
@@ -172,6 +182,7 @@ public final class ChatViewModel {
                 while target.isBusy() { try await Task.sleep(for: .milliseconds(5)) }
                 for earlier in replay { _ = try await target.reply(earlier) }
                 try await self?.stream(question, into: id, on: target)
+                if let self { energyMode = energyModeName(engine.energyStatus().effectiveMode) }
             } catch is CancellationError {
                 self?.finish(id) { $0.stopped = true }
             } catch let e as TernError {

@@ -48,21 +48,7 @@ final class AppModel {
     private func reportDeviceState() {
         guard case .ready(let engine, _) = engine else { return }
         let info = ProcessInfo.processInfo
-        let thermal: ThermalState = switch info.thermalState {
-        case .nominal: .nominal
-        case .fair: .fair
-        case .serious: .serious
-        case .critical: .critical
-        @unknown default: .serious
-        }
-        engine.reportDeviceState(state: DeviceState(thermal: thermal, batteryLow: info.isLowPowerModeEnabled))
-    }
-
-    /// Loads the model used last time, if it is still there.
-    func restore() async {
-        if let path = UserDefaults.standard.string(forKey: "model"), FileManager.default.fileExists(atPath: path) {
-            await load(path: path)
-        }
+        engine.report(thermalState: ThermalState(info.thermalState), batteryLow: info.isLowPowerModeEnabled)
     }
 
     // snippet:begin load

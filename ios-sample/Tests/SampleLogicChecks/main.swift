@@ -45,8 +45,8 @@ func fmt(_ x: Double?, _ digits: Int = 1) -> String {
 }
 
 let args = CommandLine.arguments
-guard args.count == 3 else {
-    print("usage: SampleLogicChecks MODEL CASES_DIR")
+guard args.count == 3 || args.count == 4 else {
+    print("usage: SampleLogicChecks MODEL CASES_DIR [MODEL_SERVER_URL]")
     exit(2)
 }
 let casesDir = URL(fileURLWithPath: args[2])
@@ -81,7 +81,8 @@ await test("chat streams the answer into its state, with the engine's figures at
     try expect(partials.allSatisfy { plain.hasPrefix($0) }, "a partial text is not a prefix")
     let m = try answer.metrics ?? { throw Failure(description: "no figures") }()
     try expect((1...24).contains(m.tokens) && (m.timeToFirstTokenMs ?? 0) > 0 && (m.tokensPerSecond ?? 0) > 0, "figures \(m)")
-    print("     TTFT \(fmt(m.timeToFirstTokenMs, 0)) ms, \(fmt(m.tokensPerSecond)) tokens/s, \(m.tokens) tokens")
+    let energy = m.energy.map { String(format: "%.1f mJ/token (%@, %@)", $0.millijoulesPerToken, $0.measured ? "measured" : "estimated", $0.meter) }
+    print("     TTFT \(fmt(m.timeToFirstTokenMs, 0)) ms, \(fmt(m.tokensPerSecond)) tokens/s, \(m.tokens) tokens, energy mode \(chat.energyMode), \(energy ?? "no energy figure")")
 }
 
 await test("stop ends the answer where it is; a follow-up reuses the conversation") {
@@ -101,6 +102,14 @@ await test("stop ends the answer where it is; a follow-up reuses the conversatio
     await chat.waitUntilDone()
     try expect(chat.error == nil && chat.messages.count == 4, "after follow-up: \(chat.messages.count) messages, \(chat.error ?? "")")
     try expect((chat.messages.last?.metrics?.cachedTokens ?? 0) > 0, "the follow-up reused no tokens")
+}
+
+await test("the energy mode switches for the engine and shows in the state") {
+    let chat = try ChatViewModel(engine: engine, settings: greedy)
+    chat.setEnergyMode(.powerSaver)
+    try expect(chat.energyMode == "Power saver", "mode \(chat.energyMode)")
+    chat.setEnergyMode(.balanced)
+    try expect(chat.energyMode == "Balanced", "mode \(chat.energyMode)")
 }
 
 await test("regenerate answers the last question again; greedy gives the same text") {
@@ -181,6 +190,40 @@ await test("reply suggestions for the reply workloads, with their speed") {
     }
 }
 
+
+await agentChecks()
+
+// MARK: model picker
+
+if args.count == 4 {
+    await test("the model picker downloads a known model with progress; it loads, and delete removes it") {
+        let file = URL(fileURLWithPath: args[1]).lastPathComponent
+        let spec = try knownModels().first { $0.fileName == file } ?? { throw Failure(description: "\(file) is not a known model") }()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-picker-\(ProcessInfo.processInfo.processIdentifier)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let picker = ModelPicker(store: try ModelStore.open(dir: dir.path), catalog: [CatalogEntry(spec: spec, url: args[3] + file, title: spec.name)])
+        try expect(picker.statuses[spec.name] == .notInstalled, "installed before the download")
+        picker.download(spec.name)
+        var seen: [ModelStatus] = []
+        while true {
+            let status = picker.statuses[spec.name]!
+            if seen.last != status { seen.append(status) }
+            if case .installed = status { break }
+            if case .failed(let message) = status { throw Failure(description: message) }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        await picker.waitUntilDone(spec.name)
+        let progress = seen.compactMap { s -> UInt64? in if case .downloading(let d, _) = s { return d } else { return nil } }
+        try expect(progress.count >= 3 && progress == progress.sorted(), "progress \(progress)")
+        try expect(seen.contains(.verifying), "no verification step: \(seen)")
+        guard case .installed(let path) = seen.last! else { throw Failure(description: "ended \(seen.last!)") }
+        let loaded = try await Engine.load(path: path, options: EngineOptions(threads: 1))
+        try expect(loaded.info().architecture == "llama", loaded.info().architecture)
+        picker.delete(spec.name)
+        try expect(picker.statuses[spec.name] == .notInstalled && !FileManager.default.fileExists(atPath: path), "delete left \(path)")
+        print("     \(progress.count) progress updates, \(spec.size / 1_000_000) MB verified and loaded")
+    }
+}
 
 print("\(passed) passed, \(failed) failed")
 exit(failed == 0 ? 0 : 1)
