@@ -6,7 +6,9 @@ package dev.tern.sample
 import dev.tern.Engine
 import dev.tern.SessionOptions
 import dev.tern.Stats
-import dev.tern.reply
+import dev.tern.TernException
+import dev.tern.TokenEvent
+import dev.tern.stream
 
 /** A person the user writes with; [key] is stable (a phone number, a notification's key). */
 data class Contact(val key: String, val name: String)
@@ -26,6 +28,12 @@ data class ReplySuggestion(
     val timeToFirstTokenMs: Double,
     val decodeTokensPerS: Double,
     val totalMs: Double,
+    /**
+     * Tokens per decoding step, counted from the stream: each token event carries the tokens of
+     * one forward pass, so above 1 speculative decoding accepted drafted tokens (drafted from the
+     * thread in the prompt); exactly 1 means plain decoding.
+     */
+    val tokensPerStep: Double,
 )
 
 /**
@@ -45,8 +53,28 @@ class ReplySuggester(
     suspend fun suggest(thread: ContactThread, incoming: String): ReplySuggestion {
         val options = SessionOptions(systemPrompt = systemPrompt(), maxTokens = maxTokens)
         return engine.newSession(options).use { session ->
-            val answer = session.reply(userMessage(thread, incoming))
-            suggestionOf(answer.text, answer.stats)
+            val text = StringBuilder()
+            var steps = 0
+            var stats: Stats? = null
+            session.stream(userMessage(thread, incoming)).collect { event ->
+                when (event) {
+                    is TokenEvent.Token -> {
+                        text.append(event.text)
+                        if (event.ids.isNotEmpty()) steps++
+                    }
+                    is TokenEvent.Done -> stats = event.stats
+                    else -> Unit // no tools in this session
+                }
+            }
+            val s = stats ?: throw TernException.Internal("the answer ended without statistics")
+            ReplySuggestion(
+                text = cleanReply(text.toString(), me),
+                tokens = s.generatedTokens.toInt(),
+                timeToFirstTokenMs = s.timeToFirstTokenMs,
+                decodeTokensPerS = s.decodeTokensPerS,
+                totalMs = s.prefillMs + s.decodeMs,
+                tokensPerStep = if (steps > 0) s.generatedTokens.toDouble() / steps else 0.0,
+            )
         }
     }
 
@@ -59,15 +87,6 @@ class ReplySuggester(
             .joinToString("\n") { m -> "${if (m.fromMe) me else thread.contact.name}: ${m.text}" }
         return "Conversation so far:\n$lines\n\nWrite $me's reply to the last message."
     }
-
-    private fun suggestionOf(raw: String, stats: Stats) =
-        ReplySuggestion(
-            text = cleanReply(raw, me),
-            tokens = stats.generatedTokens.toInt(),
-            timeToFirstTokenMs = stats.timeToFirstTokenMs,
-            decodeTokensPerS = stats.decodeTokensPerS,
-            totalMs = stats.prefillMs + stats.decodeMs,
-        )
 }
 
 /** The reply's first line, without the `Name:` prefix or quotes small models sometimes add. */

@@ -178,8 +178,11 @@ private suspend fun CoroutineScope.replies(engine: Engine, dir: File) {
             expect(prompt.endsWith("${case.thread.contact.name}: ${case.incoming}\n\nWrite ${case.me}'s reply to the last message.")) { prompt }
             val s = suggester.suggest(case.thread, case.incoming)
             expect(s.text.isNotBlank() && !s.text.startsWith("${case.me}:")) { "${case.id}: suggestion '${s.text}'" }
-            expect(s.tokens in 1..32 && s.decodeTokensPerS > 0) { "${case.id}: figures $s" }
-            println("     ${case.id}: '${s.text}' (${s.tokens} tokens, ${"%.1f".format(s.decodeTokensPerS)} tokens/s, TTFT ${"%.0f".format(s.timeToFirstTokenMs)} ms)")
+            expect(s.tokens in 1..32 && s.decodeTokensPerS > 0 && s.tokensPerStep >= 1.0) { "${case.id}: figures $s" }
+            println(
+                "     ${case.id}: '${s.text}' (${s.tokens} tokens, ${"%.1f".format(s.decodeTokensPerS)} tokens/s, " +
+                    "${"%.2f".format(s.tokensPerStep)} tokens/step, TTFT ${"%.0f".format(s.timeToFirstTokenMs)} ms)",
+            )
         }
     }
 }

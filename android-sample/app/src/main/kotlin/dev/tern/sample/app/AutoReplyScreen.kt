@@ -140,7 +140,8 @@ private fun IncomingCard(incoming: Incoming, suggestion: Result<ReplySuggestion>
                     var draft by remember(s) { mutableStateOf(s.text) }
                     OutlinedTextField(draft, { draft = it }, Modifier.fillMaxWidth())
                     Text(
-                        "%d tokens · %.1f tok/s · first token after %.0f ms".format(s.tokens, s.decodeTokensPerS, s.timeToFirstTokenMs),
+                        "%d tokens · %.1f tok/s · %.2f tokens/step · first token after %.0f ms"
+                            .format(s.tokens, s.decodeTokensPerS, s.tokensPerStep, s.timeToFirstTokenMs),
                         style = MaterialTheme.typography.labelSmall,
                     )
                     // Sending is the user's decision, every time.
