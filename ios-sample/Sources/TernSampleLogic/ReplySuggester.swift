@@ -44,6 +44,10 @@ public struct ReplySuggestion: Sendable, Equatable {
     public let timeToFirstTokenMs: Double
     public let decodeTokensPerS: Double
     public let totalMs: Double
+    /// Tokens per decoding step, counted from the stream: each token event carries the tokens of
+    /// one forward pass, so above 1 speculative decoding accepted drafted tokens (drafted from the
+    /// thread in the prompt); exactly 1 means plain decoding.
+    public let tokensPerStep: Double
 }
 
 /// Suggests replies in the user's style. The prompt holds the contact's thread (the user's own
@@ -67,14 +71,28 @@ public struct ReplySuggester: Sendable {
     /// Suggests the user's reply to `incoming`, the contact's newest message (not yet in `thread`).
     public func suggest(thread: ContactThread, incoming: String) async throws -> ReplySuggestion {
         let session = try engine.newSession(options: SessionOptions(systemPrompt: systemPrompt(), maxTokens: maxTokens))
-        let answer = try await session.reply(userMessage(thread: thread, incoming: incoming))
-        let stats = answer.stats
+        var text = ""
+        var steps = 0
+        var stats: Stats?
+        for try await event in session.stream(userMessage(thread: thread, incoming: incoming)) {
+            switch event {
+            case .token(let piece, let ids):
+                text += piece
+                if !ids.isEmpty { steps += 1 }
+            case .done(let s):
+                stats = s
+            default:
+                break // no tools in this session
+            }
+        }
+        guard let stats else { throw TernError.Internal(detail: "the answer ended without statistics") }
         return ReplySuggestion(
-            text: cleanReply(answer.text, me: me),
+            text: cleanReply(text, me: me),
             tokens: Int(stats.generatedTokens),
             timeToFirstTokenMs: stats.timeToFirstTokenMs,
             decodeTokensPerS: stats.decodeTokensPerS,
-            totalMs: stats.prefillMs + stats.decodeMs
+            totalMs: stats.prefillMs + stats.decodeMs,
+            tokensPerStep: steps > 0 ? Double(stats.generatedTokens) / Double(steps) : 0
         )
     }
 

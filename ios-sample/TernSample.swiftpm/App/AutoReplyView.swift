@@ -36,7 +36,8 @@ struct AutoReplyView: View {
                 ProgressView()
             } else if case .success(let s)? = suggestions[key] {
                 TextField("Reply", text: Binding(get: { drafts[key] ?? s.text }, set: { drafts[key] = $0 }))
-                Text(String(format: "%d tokens · %.1f tok/s · first token after %.0f ms", s.tokens, s.decodeTokensPerS, s.timeToFirstTokenMs))
+                Text(String(format: "%d tokens · %.1f tok/s · %.2f tokens/step · first token after %.0f ms",
+                            s.tokens, s.decodeTokensPerS, s.tokensPerStep, s.timeToFirstTokenMs))
                     .font(.caption2).foregroundStyle(.secondary)
                 HStack {
                     // Sending is the user's decision, every time.
