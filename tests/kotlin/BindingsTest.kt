@@ -70,6 +70,7 @@ private fun readCases(prompts: File, answers: File): List<Case> =
 fun main(args: Array<String>) {
     require(args.size == 3) { "usage: BindingsTestKt MODEL PROMPTS.tsv ANSWERS_DIR" }
     val cases = readCases(File(args[1]), File(args[2]))
+    fixtureDir = File(args[1]).absoluteFile.parentFile
     runBlocking { suite(args[0], cases) }
     println("$passed passed, $failed failed")
     kotlin.system.exitProcess(if (failed == 0) 0 else 1)

@@ -12,28 +12,19 @@ import kotlin.time.Duration.Companion.milliseconds
 import kotlinx.coroutines.*
 import kotlinx.coroutines.flow.*
 
+/** Where the inputs shared with the Swift suite are (tests/bindings/); set by main. */
+lateinit var fixtureDir: File
+
+private fun fixture(name: String) = File(fixtureDir, name).readText()
+
 /** A screen of the `ui` dev workloads (dev-ui-0). */
-val MESSAGES_SCREEN = """
-    {"app": "Messages", "elements": [
-      {"id": 0, "class": "TextView", "text": "Messages", "clickable": false},
-      {"id": 1, "class": "Button", "text": "Search", "clickable": true},
-      {"id": 2, "class": "ListItem", "text": "Alice Chen: See you at 7?", "clickable": true},
-      {"id": 3, "class": "ListItem", "text": "Dad: Call me when you land", "clickable": true},
-      {"id": 4, "class": "ListItem", "text": "Work group: Standup moved to 10:30", "clickable": true},
-      {"id": 5, "class": "FloatingActionButton", "text": "Start chat", "clickable": true}]}
-""".trimIndent()
+val MESSAGES_SCREEN by lazy { fixture("ui-screen.json") }
 
-val TRIP_SCHEMA = """
-    {"type": "object",
-     "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
-     "required": ["city", "days"], "additionalProperties": false}
-""".trimIndent()
+val TRIP_SCHEMA by lazy { fixture("trip-schema.json") }
 
-val WEATHER_TOOL = Tool(
-    name = "get_weather",
-    description = "Current weather in a city",
-    parameters = """{"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}""",
-)
+val WEATHER_TOOL by lazy {
+    Tool(name = "get_weather", description = "Current weather in a city", parameters = fixture("weather-parameters.json"))
+}
 
 internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     test("a JSON Schema answer streams as it grows and parses to the schema") {

@@ -7,28 +7,21 @@ import Tern
 import Glibc
 #endif
 
+/// An input shared with the Kotlin suite (tests/bindings/), beside the prompts file.
+func fixture(_ name: String) -> String {
+    let dir = URL(fileURLWithPath: CommandLine.arguments[2]).deletingLastPathComponent()
+    guard let text = try? String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8) else {
+        fatalError("missing test input \(name) beside the prompts file")
+    }
+    return text
+}
+
 /// A screen of the `ui` dev workloads (dev-ui-0).
-let messagesScreen = """
-    {"app": "Messages", "elements": [
-      {"id": 0, "class": "TextView", "text": "Messages", "clickable": false},
-      {"id": 1, "class": "Button", "text": "Search", "clickable": true},
-      {"id": 2, "class": "ListItem", "text": "Alice Chen: See you at 7?", "clickable": true},
-      {"id": 3, "class": "ListItem", "text": "Dad: Call me when you land", "clickable": true},
-      {"id": 4, "class": "ListItem", "text": "Work group: Standup moved to 10:30", "clickable": true},
-      {"id": 5, "class": "FloatingActionButton", "text": "Start chat", "clickable": true}]}
-    """
+let messagesScreen = fixture("ui-screen.json")
 
-let tripSchema = """
-    {"type": "object",
-     "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
-     "required": ["city", "days"], "additionalProperties": false}
-    """
+let tripSchema = fixture("trip-schema.json")
 
-let weatherTool = Tool(
-    name: "get_weather",
-    description: "Current weather in a city",
-    parameters: #"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}"#
-)
+let weatherTool = Tool(name: "get_weather", description: "Current weather in a city", parameters: fixture("weather-parameters.json"))
 
 /// The JSON object `text` holds, or a failure.
 func jsonObject(_ text: String) throws -> [String: Any] {

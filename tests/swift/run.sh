@@ -26,7 +26,7 @@ cp "$FFI_LIB" "$WORK/generated/TernFFI.h" "$CHROOT$INSIDE/ffi/"
 cp "$WORK/generated/TernFFI.modulemap" "$CHROOT$INSIDE/ffi/module.modulemap"
 cp "$WORK/generated/Tern.swift" "$ROOT"/bindings/swift/Sources/Tern/*.swift "$CHROOT$INSIDE/module/"
 cp "$ROOT"/tests/swift/*.swift "$CHROOT$INSIDE/tests/"
-cp -r "$WORK/answers" "$PROMPTS" "$CHROOT$INSIDE/"
+cp -r "$WORK/answers" "$PROMPTS" "$ROOT"/tests/bindings/*.json "$CHROOT$INSIDE/"
 chroot_mount "$MODEL_DIR" /mnt/tern/models
 
 step "compiling the Tern module and the tests (swiftc $(in_chroot 'swiftc --version 2>&1' | sed -n 's/.*Swift version \([^ ]*\).*/\1/p'))"

@@ -20,18 +20,7 @@ import kotlinx.coroutines.flow.flow
  */
 fun ModelStore.download(spec: ModelSpec, url: String, options: DownloadOptions = DownloadOptions()): Flow<DownloadEvent> =
     flow {
-        startDownload(spec, url, options).use { download ->
-            var finished = false
-            try {
-                while (true) {
-                    val event = download.next() ?: break
-                    emit(event)
-                }
-                finished = true
-            } finally {
-                if (!finished) download.cancel()
-            }
-        }
+        startDownload(spec, url, options).use { download -> emitPulled(download::next, download::cancel) }
     }
 
 /**

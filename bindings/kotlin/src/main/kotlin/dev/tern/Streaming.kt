@@ -36,18 +36,22 @@ fun Session.streamToolResult(result: String): Flow<TokenEvent> = flow {
 /** The events of an answer already started with [Session.send]; the flow can be collected once. */
 fun TokenStream.asFlow(): Flow<TokenEvent> = flow { emitEvents(this@asFlow) }
 
-private suspend fun FlowCollector<TokenEvent>.emitEvents(tokens: TokenStream) {
+private suspend fun FlowCollector<TokenEvent>.emitEvents(tokens: TokenStream) = emitPulled(tokens::next, tokens::cancel)
+
+/**
+ * Emits what [next] returns until it returns null. Stopped early, [cancel] tells the native side:
+ * cancelled while suspended in `next()`, Rust has already stopped; while in `emit()`, or stopped
+ * by the collector (`take`, `first`), it learns it here.
+ */
+internal suspend fun <T> FlowCollector<T>.emitPulled(next: suspend () -> T?, cancel: () -> Unit) {
     var finished = false
     try {
         while (true) {
-            val event = tokens.next() ?: break
-            emit(event)
+            emit(next() ?: break)
         }
         finished = true
     } finally {
-        // Cancelled while suspended in next(), Rust has already stopped; while in emit(), or
-        // stopped early by the collector, it is told here.
-        if (!finished) tokens.cancel()
+        if (!finished) cancel()
     }
 }
 
