@@ -115,6 +115,7 @@ impl From<EngineOptions> for tern::EngineOptions {
             threads: o.threads.map(|n| n as usize),
             context_length: o.context_length.map(|n| n as usize),
             kernels: o.kernels,
+            ..Default::default()
         }
     }
 }
