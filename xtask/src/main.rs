@@ -3,7 +3,9 @@
 //! No dependencies on purpose: it is compiled on every fresh clone before anything else runs,
 //! so hashing and unzipping are delegated to `sha256sum` and `python3`, which CI has anyway.
 
+mod bindings;
 mod models;
+mod snippets;
 mod steps;
 mod util;
 
@@ -19,7 +21,11 @@ usage: cargo xtask <task> [options]
 tasks:
   models [--all | NAME...]   fetch and verify models into the model cache
                              (default: the default model; names: smollm2, qwen2.5, gemma3)
-  test                       fetch every model, then run the whole test suite
+  test                       fetch every model, then run the whole test suite (cargo test,
+                             then the kotlin, swift and aarch64 suites)
+  suite kotlin|swift|aarch64 one language-package suite alone (tests/<name>/run.sh)
+  snippets                   rewrite the code in docs/android.md and docs/ios.md from the
+                             samples the suites compile
   demo [--prompt TEXT]       fetch the default model and stream a chat answer
   ci                         print the machine's facts, then `test`
 
@@ -38,6 +44,8 @@ fn main() -> ExitCode {
         "test" => no_args(task, rest).and_then(|_| test_cmd(false)),
         "ci" => no_args(task, rest).and_then(|_| test_cmd(true)),
         "demo" => demo_cmd(rest),
+        "suite" => models::model_dir().and_then(|m| bindings::suite_cmd(rest, workspace_root(), m)),
+        "snippets" => no_args(task, rest).and_then(|_| snippets::update(&workspace_root())),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             Ok(())
@@ -91,6 +99,7 @@ fn models_cmd(args: &[String]) -> Result<(), TaskError> {
 fn test_cmd(ci: bool) -> Result<(), TaskError> {
     let root = workspace_root();
     let model_dir = models::model_dir()?;
+    let (suite_root, suite_models) = (root.clone(), model_dir.clone());
     let mut list: Vec<Step> = Vec::new();
     if ci {
         list.push(Step::new("environment", || {
@@ -108,6 +117,15 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
             .env("TERN_MODEL_DIR", &model_dir);
         run_cmd(&mut cmd, "cargo test --workspace --no-fail-fast")
     }));
+    let check_root = workspace_root();
+    list.push(Step::new("android battery meter (JNI in a desktop JVM)", move || {
+        // The JNI meter builds only for Android by default; this builds it here and runs its
+        // calls against stand-in classes in a JVM.
+        let mut cmd = cargo();
+        cmd.current_dir(&check_root).args(["test", "-p", "tern", "--features", "android-battery", "--test", "android_battery_jvm"]);
+        run_cmd(&mut cmd, "cargo test -p tern --features android-battery --test android_battery_jvm")
+    }));
+    list.extend(bindings::steps(&suite_root, &suite_models));
     steps::run_all(if ci { "ci" } else { "test" }, list)
 }
 

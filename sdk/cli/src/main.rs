@@ -3,11 +3,13 @@
 mod args;
 mod bench;
 mod chat;
+mod energy;
 mod error;
 mod info;
 mod output;
 mod run;
 mod score;
+mod structured;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -35,6 +37,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
+    /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
+    BenchStructured(structured::BenchStructuredArgs),
+    /// Energy: tune the decode cores of this machine or of a simulated phone.
+    Energy(energy::EnergyArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +53,8 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::BenchStructured(a) => structured::run(a),
+        Command::Energy(a) => energy::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

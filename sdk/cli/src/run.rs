@@ -1,10 +1,12 @@
 //! `tern run`: one prompt, streamed.
 
+use std::path::PathBuf;
+
 use clap::Args;
-use tern::{Event, Session, SessionOptions};
+use tern::{Event, Grammar, Session, SessionOptions};
 
 use crate::args::{load, ModelArgs, RuntimeArgs, SamplingArgs};
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use crate::output::{self, Stdout};
 
 #[derive(Args, Debug)]
@@ -26,10 +28,33 @@ pub struct RunArgs {
     /// Continue the prompt as plain text, without the chat template
     #[arg(long)]
     pub raw: bool,
+    /// The answer must match this JSON Schema (a file)
+    #[arg(long, value_name = "FILE", group = "grammar_source")]
+    pub json_schema: Option<PathBuf>,
+    /// The answer must match this Lark grammar (a file, llguidance syntax)
+    #[arg(long, value_name = "FILE", group = "grammar_source")]
+    pub grammar: Option<PathBuf>,
+    /// The answer must match this regular expression
+    #[arg(long, value_name = "REGEX", group = "grammar_source")]
+    pub regex: Option<String>,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+}
+
+impl RunArgs {
+    /// The grammar the options ask for, read from its file.
+    fn grammar(&self) -> Result<Option<Grammar>> {
+        let read =
+            |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| CliError::Usage(format!("{}: {e}", p.display())));
+        Ok(match (&self.json_schema, &self.grammar, &self.regex) {
+            (Some(p), _, _) => Some(Grammar::JsonSchema(read(p)?)),
+            (_, Some(p), _) => Some(Grammar::Lark(read(p)?)),
+            (_, _, Some(rx)) => Some(Grammar::Regex(rx.clone())),
+            _ => None,
+        })
+    }
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -43,6 +68,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         ..Default::default()
     };
     let mut session = Session::new(loaded.engine, opts)?;
+    session.set_grammar(a.grammar()?.as_ref())?;
     let generation = if a.raw { session.complete(&a.prompt)? } else { session.send(&a.prompt)? };
     let mut out = Stdout::new();
     if let Some(stats) = stream(generation, &mut out)? {

@@ -6,10 +6,13 @@
 //! one matrix product at a time, so concurrent sessions interleave and each runs slower.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::chat::ChatTemplate;
+use crate::constrain::{self, CompiledGrammar, Grammar, Vocabulary};
+use crate::energy::control::EnergyControl;
+use crate::energy::{DeviceState, EnergyMode, EnergyOptions, EnergyStatus, Tuning};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::model::{KvPrecision, LoadOptions, Logits, Model};
@@ -37,6 +40,8 @@ pub struct EngineOptions {
     /// How session KV caches store keys and values: f16 (default), or int8 keys and fp8
     /// values (half the memory and long-context bandwidth, slightly different logits).
     pub kv_precision: KvPrecision,
+    /// Energy mode, where tuning results are kept, and the device name they are keyed by.
+    pub energy: EnergyOptions,
 }
 
 #[derive(Debug, Clone)]
@@ -62,7 +67,10 @@ pub struct Engine {
     tokenizer: Tokenizer,
     template: ChatTemplate,
     pool: ThreadPool,
+    energy: EnergyControl,
     info: ModelInfo,
+    /// The vocabulary indexed for grammars, built at the first constrained request.
+    grammar_vocab: OnceLock<std::result::Result<Arc<Vocabulary>, String>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -118,8 +126,20 @@ impl Engine {
             threads,
             load_ms: 0.0,
         };
-        let mut engine = Engine { model, tokenizer, template, pool, info };
+        let energy = EnergyControl::new(opts.energy);
+        let mut engine = Engine { model, tokenizer, template, pool, energy, info, grammar_vocab: OnceLock::new() };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
+        let i = &engine.info;
+        log::info!(
+            "model loaded: {} `{}`, {} parameters, context {}, {} kernels, {} threads, {:.0} ms",
+            i.architecture,
+            i.name,
+            i.n_params,
+            i.context_length,
+            i.kernels,
+            i.threads,
+            i.load_ms
+        );
         Ok(Arc::new(engine))
     }
 
@@ -142,6 +162,59 @@ impl Engine {
     /// The thread pool forward passes of this engine run on.
     pub fn pool(&self) -> &ThreadPool {
         &self.pool
+    }
+
+    pub(crate) fn energy(&self) -> &EnergyControl {
+        &self.energy
+    }
+
+    /// Mode, device state, meter and the selection each phase runs on.
+    pub fn energy_status(&self) -> EnergyStatus {
+        self.energy.status()
+    }
+
+    /// Applies from the next request on.
+    pub fn set_energy_mode(&self, mode: EnergyMode) {
+        self.energy.set_mode(mode);
+    }
+
+    /// The app reports thermal throttling or a low battery (and their end): decode moves to the
+    /// power-saver selection while either lasts.
+    pub fn report_device_state(&self, state: DeviceState) {
+        self.energy.report_device_state(state);
+    }
+
+    /// The tuning in use (stored or made by [`Engine::tune_energy`]).
+    pub fn energy_tuning(&self) -> Option<Tuning> {
+        self.energy.tuning()
+    }
+
+    /// Searches this device for its decode selections (a few seconds of decoding) and keeps the
+    /// result, on disk too when `EnergyOptions::tuning_dir` is set. Run it once per device, from
+    /// a background thread, while no session generates: sessions on this engine would share the
+    /// cores with the probes and disturb them.
+    pub fn tune_energy(&self) -> Result<Tuning> {
+        let tuning = crate::energy::probe::tune_engine(self)?;
+        self.energy.set_tuning(tuning.clone())?;
+        Ok(tuning)
+    }
+
+    /// The vocabulary as grammars see it; indexed once, at the first call.
+    pub fn grammar_vocabulary(&self) -> Result<Arc<Vocabulary>> {
+        self.grammar_vocab
+            .get_or_init(|| {
+                constrain::vocabulary(&self.tokenizer).map(Arc::new).map_err(|e| match e {
+                    Error::Grammar(msg) => msg,
+                    e => e.to_string(),
+                })
+            })
+            .clone()
+            .map_err(Error::Grammar)
+    }
+
+    /// Compiles `grammar` for this model: a typed error now for what cannot be used.
+    pub fn compile_grammar(&self, grammar: &Grammar) -> Result<CompiledGrammar> {
+        grammar.compile(&*self.grammar_vocabulary()?)
     }
 
     /// Tokens `text` takes as message content (no BOS, special-token text not parsed).

@@ -60,7 +60,23 @@ pub enum Error {
     #[error("tokenizer error: {0}")]
     Tokenizer(String),
 
+    /// The CPU topology could not be read (sysfs/procfs missing or malformed).
+    #[error("CPU topology: {0}")]
+    Topology(String),
+
+    /// An energy meter could not be read, or energy tuning failed.
+    #[error("energy: {0}")]
+    Energy(String),
+
     /// A second request on a session that is still generating.
     #[error("session is busy with another request")]
     Busy,
+
+    /// A JSON Schema, grammar or tool definition that cannot be used; reported before generation.
+    #[error("grammar error: {0}")]
+    Grammar(String),
+
+    /// Constrained generation could not continue (the grammar rejected a committed token).
+    #[error("constraint error: {0}")]
+    Constraint(String),
 }

@@ -14,6 +14,8 @@
 //! ```
 
 pub mod chat;
+pub mod constrain;
+pub mod energy;
 pub mod engine;
 pub mod error;
 pub mod gguf;
@@ -23,10 +25,15 @@ pub mod runtime;
 pub mod sampling;
 pub mod session;
 pub mod tokenizer;
+pub mod tools;
+pub mod ui;
 
 pub use chat::{Message, Role};
+pub use constrain::Grammar;
+pub use energy::{CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, ThermalState};
 pub use engine::{Engine, EngineOptions, ModelInfo};
 pub use error::{Error, Result};
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
 pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};
+pub use tools::{Tool, ToolCall, ToolChoice};

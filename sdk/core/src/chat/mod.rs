@@ -130,6 +130,49 @@ impl Object for MessageValue {
     }
 }
 
+/// A JSON value as templates see it: objects keep their key order, as Python dicts do (matters
+/// for `|tojson` of tool definitions).
+#[derive(Debug)]
+struct JsonObject(Vec<(String, Value)>);
+
+impl JsonObject {
+    fn value_of(v: &serde_json::Value) -> Value {
+        match v {
+            serde_json::Value::Object(map) => {
+                Value::from_object(JsonObject(map.iter().map(|(k, v)| (k.clone(), JsonObject::value_of(v))).collect()))
+            }
+            serde_json::Value::Array(items) => Value::from(items.iter().map(JsonObject::value_of).collect::<Vec<_>>()),
+            other => Value::from_serialize(other),
+        }
+    }
+}
+
+impl Object for JsonObject {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let key = key.as_str()?;
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Values(self.0.iter().map(|(k, _)| Value::from(k.as_str())).collect())
+    }
+}
+
+/// Whether a template shows tool definitions to the model itself, and in which format it
+/// expects calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolFormat {
+    /// The template does not render `tools`.
+    None,
+    /// `tools` rendered by the template; calls written as
+    /// `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen 2.5, Hermes).
+    ToolCallTags,
+}
+
 /// A compiled chat template. Compiled once; rendering is `&self`, so one
 /// instance can be shared across threads.
 pub struct ChatTemplate {
@@ -139,6 +182,7 @@ pub struct ChatTemplate {
     source_len: usize,
     turn_suffix: Option<String>,
     fallback: Option<FallbackKind>,
+    tool_format: ToolFormat,
 }
 
 impl fmt::Debug for ChatTemplate {
@@ -160,7 +204,11 @@ impl ChatTemplate {
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate> {
         let mut env = base_environment(bos_token, eos_token);
         env.add_template_owned(TEMPLATE_NAME, source.to_owned()).map_err(template_error)?;
-        Ok(Self::finish(env, bos_token, eos_token, source.len(), None))
+        let mut t = Self::finish(env, bos_token, eos_token, source.len(), None);
+        if source.contains("tools") && source.contains("<tool_call>") {
+            t.tool_format = ToolFormat::ToolCallTags;
+        }
+        Ok(t)
     }
 
     /// A built-in template for models whose GGUF carries none (e.g. Gemma 3 base).
@@ -219,6 +267,7 @@ impl ChatTemplate {
             source_len,
             turn_suffix: None,
             fallback,
+            tool_format: ToolFormat::None,
         };
         t.turn_suffix = t.probe_turn_suffix();
         t
@@ -227,14 +276,27 @@ impl ChatTemplate {
     /// Renders the conversation. With `add_generation_prompt` the text ends with
     /// the opening of an assistant turn, ready for generation.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
+        self.render_with_tools(messages, add_generation_prompt, None)
+    }
+
+    /// [`render`](Self::render) with tool definitions for templates that show them (see
+    /// [`tool_format`](Self::tool_format)): `tools` is a JSON array, typically of
+    /// `{"type": "function", "function": {"name", "description", "parameters"}}`.
+    pub fn render_with_tools(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<String> {
         let template = self.env.get_template(TEMPLATE_NAME).map_err(template_error)?;
-        let input: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + self.source_len;
+        let tools_len = tools.map_or(0, |t| t.to_string().len());
+        let input: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + self.source_len + tools_len;
         let limit = OUTPUT_BASE_LIMIT.saturating_add(input.saturating_mul(4));
         let ctx = minijinja::context! {
             messages => Value::from(messages.iter().map(MessageValue::value_of).collect::<Vec<_>>()),
             add_generation_prompt => add_generation_prompt,
             // HF passes these as None, and templates test `tools is not none`.
-            tools => Value::from(()),
+            tools => tools.map_or(Value::from(()), JsonObject::value_of),
             documents => Value::from(()),
         };
         let mut out = CappedWriter { buf: Vec::new(), limit, overflowed: false };
@@ -276,6 +338,11 @@ impl ChatTemplate {
 
     pub fn eos_token(&self) -> &str {
         &self.eos_token
+    }
+
+    /// How this template presents tools; [`ToolFormat::None`] for templates without tool support.
+    pub fn tool_format(&self) -> ToolFormat {
+        self.tool_format
     }
 
     /// `Some(kind)` for built-in fallback templates.

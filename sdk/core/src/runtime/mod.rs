@@ -1,8 +1,15 @@
-//! Compute runtime: the thread pool that forward passes run on.
+//! Compute runtime: the thread pool that forward passes run on, the CPU topology it runs over,
+//! and core selections (which cores a phase's threads are pinned to).
 
+mod affinity;
 mod pool;
+mod topology;
 
-pub use pool::ThreadPool;
+pub use affinity::{
+    current_thread_cores, pin_current_thread, pinning_supported, process_cpu_time, CoreSelection, SavedAffinity,
+};
+pub use pool::{Split, ThreadPool};
+pub use topology::{parse_cpu_list, Cluster, CpuCore, CpuPart, CpuTopology};
 
 /// Threads to use when the app does not say: one per core the process may run on.
 pub fn default_threads() -> usize {

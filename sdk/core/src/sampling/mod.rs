@@ -7,11 +7,19 @@
 //! 5. temperature, 6. a draw from what is left.
 //!
 //! Temperature 0 (or `top_k == 1`) is greedy: the argmax after penalties, no draw.
+//!
+//! A sampler may carry a grammar [`TokenConstraint`]. Then `sample` (and `distribution`) first
+//! set the logits of every token the grammar forbids to -inf, and whoever commits tokens calls
+//! [`Sampler::accept`] for each one (prompt tokens excluded) so the grammar follows the answer.
+//! A speculative verifier does the same: `sample` on each verification row, `accept` on each
+//! token it keeps, so a draft token the grammar forbids is never kept. Without a constraint
+//! none of this costs anything.
 
 mod rng;
 
 use std::cmp::Ordering;
 
+use crate::constrain::TokenConstraint;
 use crate::error::{Error, Result};
 use rng::Rng;
 
@@ -94,6 +102,8 @@ pub struct Sampler {
     cand: Vec<Cand>,
     /// Distinct recent tokens for the repetition penalty.
     window: Vec<u32>,
+    /// The grammar the answer must follow, if any.
+    constraint: Option<Box<TokenConstraint>>,
 }
 
 /// A token still in play: its id, its (penalised, clamped) logit, and a weight:
@@ -137,7 +147,7 @@ impl Sampler {
     pub fn new(opts: SamplingOptions) -> Result<Sampler> {
         opts.validate()?;
         let seed = opts.seed.unwrap_or_else(Rng::entropy_seed);
-        Ok(Sampler { opts, rng: Rng::from_seed(seed), cand: Vec::new(), window: Vec::new() })
+        Ok(Sampler { opts, rng: Rng::from_seed(seed), cand: Vec::new(), window: Vec::new(), constraint: None })
     }
 
     pub fn options(&self) -> &SamplingOptions {
@@ -149,11 +159,43 @@ impl Sampler {
         self.rng = Rng::from_seed(seed);
     }
 
+    /// Makes the following tokens follow `constraint` (a fresh one per answer), or removes it.
+    pub fn set_constraint(&mut self, constraint: Option<TokenConstraint>) {
+        self.constraint = constraint.map(Box::new);
+    }
+
+    pub fn constraint(&self) -> Option<&TokenConstraint> {
+        self.constraint.as_deref()
+    }
+
+    /// Advances the constraint past `token`, a token the caller has committed to the answer.
+    /// A token the grammar forbids here is an [`Error::Constraint`]. Without a constraint this
+    /// does nothing.
+    pub fn accept(&mut self, token: u32) -> Result<()> {
+        match self.constraint.as_deref_mut() {
+            Some(c) => c.accept(token),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the constraint (if any) allows `token` next.
+    pub fn allows(&mut self, token: u32) -> bool {
+        self.constraint.as_deref_mut().is_none_or(|c| c.allows(token))
+    }
+
+    /// True when a constraint is set and its grammar is complete: the answer is over.
+    pub fn constraint_complete(&self) -> bool {
+        self.constraint.as_deref().is_some_and(TokenConstraint::is_complete)
+    }
+
     /// Picks the next token. `logits` (one per vocabulary entry) are modified in
-    /// place: the repetition penalty is applied to them. `history` holds the
-    /// previous token ids; ids outside the vocabulary are ignored. NaN logits are
-    /// never chosen. Empty (or all-NaN) logits give 0.
+    /// place: the constraint's mask and the repetition penalty are applied to them.
+    /// `history` holds the previous token ids; ids outside the vocabulary are
+    /// ignored. NaN logits are never chosen. Empty (or all-NaN) logits give 0.
     pub fn sample(&mut self, logits: &mut [f32], history: &[u32]) -> u32 {
+        if let Some(c) = self.constraint.as_deref_mut() {
+            c.mask_logits(logits);
+        }
         self.apply_penalties(logits, history);
         if self.opts.is_greedy() {
             return argmax(logits);
@@ -171,6 +213,9 @@ impl Sampler {
     /// this applies the repetition penalty to `logits` in place.
     pub fn distribution(&mut self, logits: &mut [f32], history: &[u32], out: &mut Vec<(u32, f32)>) {
         out.clear();
+        if let Some(c) = self.constraint.as_deref_mut() {
+            c.mask_logits(logits);
+        }
         self.apply_penalties(logits, history);
         if self.opts.is_greedy() {
             if !logits.is_empty() {

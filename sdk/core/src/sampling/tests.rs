@@ -360,3 +360,121 @@ fn scratch_buffers_are_reused() {
     assert_eq!((s.cand.as_ptr(), s.cand.capacity()), cand);
     assert_eq!((s.window.as_ptr(), s.window.capacity()), window);
 }
+
+/// The grammar constraint inside the sampler, on a toy vocabulary: masks, `accept`, `allows`,
+/// and the verification loop a speculative decoder runs.
+#[cfg(feature = "structured")]
+mod constrained {
+    use super::*;
+    use crate::constrain::{Grammar, TokenBytes, Vocabulary};
+
+    const EOS: u32 = 0;
+
+    /// `<eos>`, the letters a..z (ids 1..=26), then "ab" (27) and "bc" (28).
+    fn vocab() -> Vocabulary {
+        let mut tokens = vec![TokenBytes::Special(b"<eos>".to_vec())];
+        tokens.extend((b'a'..=b'z').map(|c| TokenBytes::Text(vec![c])));
+        tokens.push(TokenBytes::Text(b"ab".to_vec()));
+        tokens.push(TokenBytes::Text(b"bc".to_vec()));
+        Vocabulary::new(tokens, &[EOS]).expect("vocabulary")
+    }
+
+    fn letter(c: u8) -> u32 {
+        u32::from(c - b'a') + 1
+    }
+
+    fn text_of(ids: &[u32]) -> String {
+        ids.iter()
+            .map(|&t| match t {
+                27 => "ab".to_owned(),
+                28 => "bc".to_owned(),
+                t => char::from(b'a' + (t - 1) as u8).to_string(),
+            })
+            .collect()
+    }
+
+    fn sampler_for(rx: &str, o: SamplingOptions) -> Sampler {
+        let grammar = Grammar::Regex(rx.into()).compile(&vocab()).expect("compiles");
+        let mut s = Sampler::new(o).expect("sampler");
+        s.set_constraint(Some(grammar.start()));
+        s
+    }
+
+    /// Whether `text` can still grow into a sentence of `ab+c`.
+    fn viable(text: &str) -> bool {
+        let b = text.as_bytes();
+        let Some(rest) = b.strip_prefix(b"a") else { return b.is_empty() };
+        let n_b = rest.iter().take_while(|&&c| c == b'b').count();
+        match &rest[n_b..] {
+            [] => true,
+            [b'c'] => n_b > 0,
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn sampled_answers_always_follow_the_grammar() {
+        for (seed, o) in [(1, opts(0.0, 40, 0.95, 0.05)), (2, opts(1.5, 0, 1.0, 0.0)), (3, opts(0.8, 5, 0.9, 0.0))] {
+            let mut s = sampler_for("ab+c", SamplingOptions { seed: Some(seed), ..o });
+            let mut ids = Vec::new();
+            for step in 0..40 {
+                let mut logits = random_logits(29, seed * 100 + step);
+                let t = s.sample(&mut logits, &ids);
+                assert!(logits.iter().enumerate().all(|(i, l)| *l == f32::NEG_INFINITY || s.allows(i as u32)));
+                if t == EOS {
+                    break;
+                }
+                s.accept(t).expect("a sampled token is allowed");
+                ids.push(t);
+                assert!(viable(&text_of(&ids)), "{}", text_of(&ids));
+                if s.constraint_complete() {
+                    break;
+                }
+            }
+            let text = text_of(&ids);
+            assert!(text.len() >= 3 && text.starts_with('a') && text.ends_with('c'), "{text}");
+            assert!(s.constraint_complete());
+        }
+    }
+
+    #[test]
+    fn speculative_verification_never_keeps_a_forbidden_draft() {
+        let mut s = sampler_for("ab+c", SamplingOptions::default());
+        // The draft "a x b": each row's logits favour the drafted token strongly.
+        let draft = [letter(b'a'), letter(b'x'), letter(b'b')];
+        let mut kept = Vec::new();
+        for &d in &draft {
+            let mut row = vec![0.0f32; 29];
+            row[d as usize] = 10.0;
+            row[letter(b'b') as usize] = 1.0;
+            let t = s.sample(&mut row, &kept);
+            s.accept(t).expect("the verifier's own choice is allowed");
+            kept.push(t);
+            if t != d {
+                break;
+            }
+        }
+        assert_eq!(kept, [letter(b'a'), letter(b'b')], "x is replaced by the best allowed token");
+        assert!(!s.allows(letter(b'x')) && s.allows(letter(b'c')) && s.allows(28));
+        assert!(matches!(s.accept(letter(b'x')), Err(Error::Constraint(_))));
+    }
+
+    #[test]
+    fn complete_grammar_allows_only_the_end() {
+        let mut s = sampler_for("ab", SamplingOptions::default());
+        s.accept(27).expect("\"ab\" in one token");
+        assert!(s.constraint_complete());
+        let mut row = vec![1.0f32; 29];
+        assert_eq!(s.sample(&mut row, &[]), EOS);
+        assert!((1..29).all(|t| !s.allows(t)));
+    }
+
+    #[test]
+    fn without_a_constraint_everything_is_allowed() {
+        let mut s = Sampler::new(SamplingOptions::default()).expect("sampler");
+        assert!(s.allows(123_456) && s.accept(5).is_ok() && !s.constraint_complete());
+        let mut logits = random_logits(100, 9);
+        let want = argmax(&logits);
+        assert_eq!(s.sample(&mut logits, &[]), want);
+    }
+}

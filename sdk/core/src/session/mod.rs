@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::chat::{Message, Role};
+use crate::constrain::{CompiledGrammar, Grammar};
+use crate::energy::control::PhaseTracker;
+use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
+use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 use stop::StopMatcher;
 
 /// Tokens per forward pass while prefilling.
@@ -67,7 +71,7 @@ impl SessionOptions {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
-    /// The model produced an end-of-generation token.
+    /// The model produced an end-of-generation token, or the answer's grammar is complete.
     EndOfGeneration,
     /// A stop sequence appeared in the text.
     StopSequence,
@@ -90,6 +94,10 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
+    /// Time the grammar constraint took (token masks and following tokens); zero without one.
+    pub constraint_time: Duration,
+    /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
+    pub energy: Box<EnergyStats>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +128,12 @@ pub struct Session {
     messages: Vec<Message>,
     sampler: Sampler,
     cancel: Arc<AtomicBool>,
+    /// Grammar every answer follows (`set_grammar`).
+    grammar: Option<CompiledGrammar>,
+    /// Tools the model may call in chat answers (`set_tools`).
+    tools: Option<ToolSet>,
+    /// The call the last answer made.
+    tool_call: Option<ToolCall>,
 }
 
 impl std::fmt::Debug for Session {
@@ -137,6 +151,7 @@ impl Session {
         };
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
+        log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
             engine,
             opts,
@@ -146,6 +161,9 @@ impl Session {
             messages: Vec::new(),
             sampler,
             cancel: Arc::new(AtomicBool::new(false)),
+            grammar: None,
+            tools: None,
+            tool_call: None,
         })
     }
 
@@ -162,6 +180,31 @@ impl Session {
         self.sampler = Sampler::new(sampling.clone())?;
         self.opts.sampling = sampling;
         Ok(())
+    }
+
+    /// Makes every later answer match `grammar` (`None` lifts it). A grammar that cannot be used
+    /// is an [`Error::Grammar`] here, and the previous setting stays.
+    pub fn set_grammar(&mut self, grammar: Option<&Grammar>) -> Result<()> {
+        if grammar.is_some() && self.tools.is_some() {
+            return Err(Error::InvalidOption("a session takes a grammar or tools, not both".into()));
+        }
+        self.grammar = grammar.map(|g| self.engine.compile_grammar(g)).transpose()?;
+        Ok(())
+    }
+
+    /// Lets the model call `tools` in later chat answers (an empty list removes them). Bad names
+    /// or schemas are an [`Error::Grammar`] here, and the previous setting stays.
+    pub fn set_tools(&mut self, tools: &[Tool], choice: ToolChoice) -> Result<()> {
+        if !tools.is_empty() && self.grammar.is_some() {
+            return Err(Error::InvalidOption("a session takes a grammar or tools, not both".into()));
+        }
+        self.tools = if tools.is_empty() { None } else { Some(ToolSet::new(&self.engine, tools, choice)?) };
+        Ok(())
+    }
+
+    /// The tool call the last answer made, if it made one (its text was not streamed).
+    pub fn tool_call(&self) -> Option<&ToolCall> {
+        self.tool_call.as_ref()
     }
 
     pub fn cancel_handle(&self) -> CancelHandle {
@@ -198,20 +241,33 @@ impl Session {
     /// Sends a user message; the answer streams from the returned generation and joins the
     /// conversation when it ends (also when cancelled, with what was generated until then).
     pub fn send(&mut self, user_text: &str) -> Result<Generation<'_>> {
+        self.send_message(Message { role: Role::User, content: user_text.to_owned() })
+    }
+
+    /// Answers the last answer's [`tool_call`](Self::tool_call) with its result (a tool message)
+    /// and generates the model's next answer.
+    pub fn send_tool_result(&mut self, content: &str) -> Result<Generation<'_>> {
+        self.send_message(Message { role: Role::Tool, content: content.to_owned() })
+    }
+
+    fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
         let mut conversation = Vec::with_capacity(self.messages.len() + 2);
         if let Some(sys) = &self.opts.system_prompt {
             conversation.push(Message { role: Role::System, content: sys.clone() });
         }
         conversation.extend(self.messages.iter().cloned());
-        conversation.push(Message { role: Role::User, content: user_text.to_owned() });
-        let rendered = self.engine.chat_template().render(&conversation, true)?;
+        conversation.push(message.clone());
+        let rendered = match &self.tools {
+            Some(tools) => tools.render(self.engine.chat_template(), &conversation)?,
+            None => self.engine.chat_template().render(&conversation, true)?,
+        };
         let tok = self.engine.tokenizer();
         // Templates that print the BOS text themselves must not get a second one.
         let bos_text = self.engine.chat_template().bos_token();
         let add_bos = tok.add_bos_default() && (bos_text.is_empty() || !rendered.starts_with(bos_text));
         let ids = tok.encode(&rendered, add_bos, true)?;
         self.check_fits(ids.len())?;
-        self.messages.push(Message { role: Role::User, content: user_text.to_owned() });
+        self.messages.push(message);
         Ok(self.start(ids, true))
     }
 
@@ -252,6 +308,15 @@ impl Session {
         self.cached.truncate(keep);
         self.kv.truncate(keep);
         let stop = StopMatcher::new(self.opts.stop.clone());
+        // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
+        self.tool_call = None;
+        let tools = self.tools.as_ref().filter(|_| chat);
+        let constraint = match tools {
+            Some(t) => Some(t.start()),
+            None => self.grammar.as_ref().map(CompiledGrammar::start),
+        };
+        self.sampler.set_constraint(constraint);
+        let calls = tools.map(|_| CallDetector::default());
         Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
@@ -269,6 +334,8 @@ impl Session {
             stop,
             decoder_pending: Vec::new(),
             pending_finish: None,
+            calls,
+            energy: PhaseTracker::default(),
         }
     }
 }
@@ -301,6 +368,10 @@ pub struct Generation<'a> {
     decoder_pending: Vec<u32>,
     /// The end decided after the last token event, reported by the next call.
     pending_finish: Option<FinishReason>,
+    /// Present when tools are on: keeps a call's text out of the stream.
+    calls: Option<CallDetector>,
+    /// Core selection and energy per phase.
+    energy: PhaseTracker,
 }
 
 impl Generation<'_> {
@@ -317,6 +388,7 @@ impl Generation<'_> {
     }
 
     fn prefill(&mut self) -> Result<Option<FinishReason>> {
+        self.energy.enter(&self.session.engine, Phase::Prefill);
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let chunks = todo.len().div_ceil(PREFILL_CHUNK);
@@ -370,6 +442,11 @@ impl Generation<'_> {
         if self.chat {
             s.messages.push(Message { role: Role::Assistant, content: self.answer.clone() });
         }
+        if let (Some(calls), Some(tools)) = (&self.calls, &s.tools) {
+            if calls.is_call() {
+                s.tool_call = tools.parse_call(&self.answer);
+            }
+        }
         self.state = State::Finished;
         let prefilled = self.prompt_tokens - self.cached_tokens;
         let stats = Stats {
@@ -382,7 +459,18 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
+            constraint_time: s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total),
+            energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
+        log::info!(
+            "generation finished ({reason:?}): {} prompt tokens ({} cached), {} generated, first token after {:.0} ms, prefill {:.1} tokens/s, decode {:.1} tokens/s",
+            stats.prompt_tokens,
+            stats.cached_tokens,
+            stats.generated_tokens,
+            stats.time_to_first_token.as_secs_f64() * 1e3,
+            stats.prefill_tokens_per_s,
+            stats.decode_tokens_per_s
+        );
         Event::Done(stats)
     }
 
@@ -394,9 +482,10 @@ impl Generation<'_> {
                     if let Some(reason) = self.prefill()? {
                         return Ok(self.finish(reason));
                     }
+                    self.energy.enter(&self.session.engine, Phase::Decode);
                     let id = self.sample();
                     self.ttft = self.started.elapsed();
-                    if let Some(ev) = self.accept(id) {
+                    if let Some(ev) = self.accept(id)? {
                         return Ok(ev);
                     }
                 }
@@ -412,7 +501,7 @@ impl Generation<'_> {
                     let id = self.sample();
                     self.decode_time += t0.elapsed();
                     self.decode_steps += 1;
-                    if let Some(ev) = self.accept(id) {
+                    if let Some(ev) = self.accept(id)? {
                         return Ok(ev);
                     }
                 }
@@ -421,23 +510,29 @@ impl Generation<'_> {
     }
 
     /// Handles a sampled id: end of generation, or a token event (or finish on a stop
-    /// sequence / the token limit).
-    fn accept(&mut self, id: u32) -> Option<Event> {
+    /// sequence, a complete grammar or the token limit).
+    fn accept(&mut self, id: u32) -> Result<Option<Event>> {
         let tok = self.session.engine.tokenizer();
         if tok.is_eog(id) && !self.session.opts.ignore_eos {
-            return Some(self.finish(FinishReason::EndOfGeneration));
+            return Ok(Some(self.finish(FinishReason::EndOfGeneration)));
         }
+        self.session.sampler.accept(id)?;
         self.generated.push(id);
-        let (text, stop_hit) = self.take_text(id);
+        let (mut text, stop_hit) = self.take_text(id);
         self.answer.push_str(&text);
+        if let Some(calls) = &mut self.calls {
+            text = calls.show(text);
+        }
         self.state = State::Decode { next: id };
         // Emit the text first; the end is reported by the next call.
         if stop_hit {
             self.pending_finish = Some(FinishReason::StopSequence);
+        } else if self.session.sampler.constraint_complete() {
+            self.pending_finish = Some(FinishReason::EndOfGeneration);
         } else if self.generated.len() >= self.session.opts.max_tokens {
             self.pending_finish = Some(FinishReason::MaxTokens);
         }
-        Some(Event::Token { text, ids: vec![id] })
+        Ok(Some(Event::Token { text, ids: vec![id] }))
     }
 }
 

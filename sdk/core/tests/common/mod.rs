@@ -38,3 +38,17 @@ pub fn golden(file: &str) -> serde_json::Value {
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array().expect("array of ids").iter().map(|x| x.as_u64().expect("id") as u32).collect()
 }
+
+/// How many reference cases of each kind the per-kernel-set checks use: all of them, or the first
+/// `TERN_GOLDEN_CASES` (the aarch64 run under qemu, where every instruction is emulated and each
+/// kernel set is checked in turn, takes a few).
+pub fn golden_cases() -> usize {
+    std::env::var("TERN_GOLDEN_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(usize::MAX)
+}
+
+/// Engine options of the per-kernel-set checks: the default, or `TERN_TEST_THREADS` compute threads (the
+/// qemu run uses one: its emulated workers would spin waiting for each other).
+pub fn test_engine_options() -> tern::EngineOptions {
+    let threads = std::env::var("TERN_TEST_THREADS").ok().and_then(|v| v.parse().ok());
+    tern::EngineOptions { threads, ..Default::default() }
+}

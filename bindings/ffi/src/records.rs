@@ -1,0 +1,271 @@
+//! Plain data crossing the boundary: options (every field has a default, so a field added later
+//! breaks no caller), model facts, statistics and stream events, each converted from the SDK's
+//! own type in one place.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default, PartialEq, uniffi::Record)]
+pub struct EngineOptions {
+    /// Compute threads (default: one per available core, at most 8).
+    #[uniffi(default = None)]
+    pub threads: Option<u32>,
+    /// Default context length of sessions (default: the model's, capped at 4096).
+    #[uniffi(default = None)]
+    pub context_length: Option<u32>,
+    /// Force a kernel set by name (`reference`, `neon`, `avx2`, ...); default: the best this CPU
+    /// runs. An unknown or unavailable name is an `InvalidOption` error.
+    #[uniffi(default = None)]
+    pub kernels: Option<String>,
+}
+
+impl From<EngineOptions> for tern::EngineOptions {
+    fn from(o: EngineOptions) -> Self {
+        tern::EngineOptions {
+            threads: o.threads.map(|n| n as usize),
+            context_length: o.context_length.map(|n| n as usize),
+            kernels: o.kernels,
+            ..Default::default()
+        }
+    }
+}
+
+/// How the next token is chosen. The defaults are greedy decoding (temperature 0).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct SamplingOptions {
+    /// Softmax temperature; 0 = greedy.
+    #[uniffi(default = 0.0)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens; 0 = off.
+    #[uniffi(default = 40)]
+    pub top_k: u32,
+    /// Nucleus sampling threshold; 1 = off.
+    #[uniffi(default = 0.95)]
+    pub top_p: f32,
+    /// Drop tokens less likely than `min_p` times the most likely one; 0 = off.
+    #[uniffi(default = 0.05)]
+    pub min_p: f32,
+    /// Penalty on recently seen tokens; 1 = off.
+    #[uniffi(default = 1.0)]
+    pub repetition_penalty: f32,
+    /// How many recent tokens the penalty looks at.
+    #[uniffi(default = 64)]
+    pub repeat_last_n: u32,
+    /// Seed for reproducible sampling; none draws one from the environment.
+    #[uniffi(default = None)]
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingOptions {
+    fn default() -> Self {
+        tern::SamplingOptions::default().into()
+    }
+}
+
+impl From<tern::SamplingOptions> for SamplingOptions {
+    fn from(o: tern::SamplingOptions) -> Self {
+        SamplingOptions {
+            temperature: o.temperature,
+            top_k: o.top_k as u32,
+            top_p: o.top_p,
+            min_p: o.min_p,
+            repetition_penalty: o.repetition_penalty,
+            repeat_last_n: o.repeat_last_n as u32,
+            seed: o.seed,
+        }
+    }
+}
+
+impl From<SamplingOptions> for tern::SamplingOptions {
+    fn from(o: SamplingOptions) -> Self {
+        tern::SamplingOptions {
+            temperature: o.temperature,
+            top_k: o.top_k as usize,
+            top_p: o.top_p,
+            min_p: o.min_p,
+            repetition_penalty: o.repetition_penalty,
+            repeat_last_n: o.repeat_last_n as usize,
+            seed: o.seed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct SessionOptions {
+    /// System message placed before the conversation (the template's default if none).
+    #[uniffi(default = None)]
+    pub system_prompt: Option<String>,
+    #[uniffi(default)]
+    pub sampling: SamplingOptions,
+    /// Most tokens one answer may have.
+    #[uniffi(default = 512)]
+    pub max_tokens: u32,
+    /// Generation stops when the text contains any of these; the stop text is not emitted.
+    #[uniffi(default = [])]
+    pub stop: Vec<String>,
+    /// KV cache length of this session (default: the engine's).
+    #[uniffi(default = None)]
+    pub context_length: Option<u32>,
+    /// Keep generating past end-of-generation tokens (benchmarks).
+    #[uniffi(default = false)]
+    pub ignore_eos: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        tern::SessionOptions::default().into()
+    }
+}
+
+impl From<tern::SessionOptions> for SessionOptions {
+    fn from(o: tern::SessionOptions) -> Self {
+        SessionOptions {
+            system_prompt: o.system_prompt,
+            sampling: o.sampling.into(),
+            max_tokens: o.max_tokens as u32,
+            stop: o.stop,
+            context_length: o.context_length.map(|n| n as u32),
+            ignore_eos: o.ignore_eos,
+        }
+    }
+}
+
+impl From<SessionOptions> for tern::SessionOptions {
+    fn from(o: SessionOptions) -> Self {
+        tern::SessionOptions {
+            system_prompt: o.system_prompt,
+            sampling: o.sampling.into(),
+            max_tokens: o.max_tokens as usize,
+            stop: o.stop,
+            context_length: o.context_length.map(|n| n as usize),
+            ignore_eos: o.ignore_eos,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum FinishReason {
+    /// The model produced an end-of-generation token.
+    EndOfGeneration,
+    /// A stop sequence appeared in the text.
+    StopSequence,
+    MaxTokens,
+    Cancelled,
+    /// The KV cache is full.
+    ContextFull,
+}
+
+impl From<tern::FinishReason> for FinishReason {
+    fn from(r: tern::FinishReason) -> Self {
+        match r {
+            tern::FinishReason::EndOfGeneration => FinishReason::EndOfGeneration,
+            tern::FinishReason::StopSequence => FinishReason::StopSequence,
+            tern::FinishReason::MaxTokens => FinishReason::MaxTokens,
+            tern::FinishReason::Cancelled => FinishReason::Cancelled,
+            tern::FinishReason::ContextFull => FinishReason::ContextFull,
+        }
+    }
+}
+
+/// Counts and timings of one answer.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct Stats {
+    /// Tokens of the prompt of this request (the whole rendered conversation).
+    pub prompt_tokens: u32,
+    /// Of those, how many were already in the KV cache.
+    pub cached_tokens: u32,
+    pub generated_tokens: u32,
+    pub time_to_first_token_ms: f64,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    pub prefill_tokens_per_s: f64,
+    pub decode_tokens_per_s: f64,
+    pub finish_reason: FinishReason,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl From<tern::Stats> for Stats {
+    fn from(s: tern::Stats) -> Self {
+        Stats {
+            prompt_tokens: s.prompt_tokens as u32,
+            cached_tokens: s.cached_tokens as u32,
+            generated_tokens: s.generated_tokens as u32,
+            time_to_first_token_ms: ms(s.time_to_first_token),
+            prefill_ms: ms(s.prefill_time),
+            decode_ms: ms(s.decode_time),
+            prefill_tokens_per_s: s.prefill_tokens_per_s,
+            decode_tokens_per_s: s.decode_tokens_per_s,
+            finish_reason: s.finish_reason.into(),
+        }
+    }
+}
+
+/// Facts about a loaded model.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ModelInfo {
+    pub architecture: String,
+    pub name: String,
+    pub n_params: u64,
+    /// Context length sessions get by default.
+    pub context_length: u32,
+    /// Context length the model was trained for.
+    pub train_context_length: u32,
+    pub vocab_size: u32,
+    pub file_size: u64,
+    /// Name of the kernel set in use.
+    pub kernels: String,
+    pub threads: u32,
+    pub load_ms: f64,
+}
+
+impl From<&tern::ModelInfo> for ModelInfo {
+    fn from(i: &tern::ModelInfo) -> Self {
+        ModelInfo {
+            architecture: i.architecture.clone(),
+            name: i.name.clone(),
+            n_params: i.n_params,
+            context_length: i.context_length as u32,
+            train_context_length: i.train_context_length as u32,
+            vocab_size: i.vocab_size as u32,
+            file_size: i.file_size,
+            kernels: i.kernels.to_owned(),
+            threads: i.threads as u32,
+            load_ms: i.load_ms,
+        }
+    }
+}
+
+/// One event of an answer's stream.
+#[derive(Debug, Clone, PartialEq, uniffi::Enum)]
+pub enum TokenEvent {
+    /// New text (possibly empty while a stop sequence or UTF-8 sequence is pending) and the
+    /// token ids it came from.
+    Token { text: String, ids: Vec<u32> },
+    /// The last event of a stream.
+    Done { stats: Stats },
+}
+
+impl From<tern::Event> for TokenEvent {
+    fn from(e: tern::Event) -> Self {
+        match e {
+            tern::Event::Token { text, ids } => TokenEvent::Token { text, ids },
+            tern::Event::Done(stats) => TokenEvent::Done { stats: stats.into() },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_sdks() {
+        let ours: tern::SessionOptions = SessionOptions::default().into();
+        let sdk = tern::SessionOptions::default();
+        assert_eq!(format!("{ours:?}"), format!("{sdk:?}"));
+        let ours: tern::EngineOptions = EngineOptions::default().into();
+        assert_eq!(format!("{ours:?}"), format!("{:?}", tern::EngineOptions::default()));
+    }
+}

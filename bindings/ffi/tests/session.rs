@@ -1,0 +1,150 @@
+//! The FFI objects from Rust, on the real SmolLM2 model: what the Kotlin and Swift suites rely
+//! on, pinned at the source. Each way of cancelling ends the Rust generation, a busy session
+//! refuses instead of waiting, and the stream matches the SDK session's answer.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use pollster::block_on;
+use tern_ffi::{Engine, EngineOptions, FinishReason, Session, SessionOptions, TernError, TokenEvent, TokenStream};
+
+fn model() -> String {
+    let dir = std::env::var_os("TERN_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tern/models")
+    });
+    dir.join("SmolLM2-135M-Instruct.Q4_1.gguf").display().to_string()
+}
+
+fn engine() -> Arc<Engine> {
+    static ENGINE: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            block_on(Engine::load(model(), EngineOptions { threads: Some(1), ..Default::default() })).unwrap()
+        })
+        .clone()
+}
+
+fn long_session() -> Arc<Session> {
+    engine().new_session(SessionOptions { max_tokens: 2000, ignore_eos: true, ..Default::default() }).unwrap()
+}
+
+/// A session in the middle of a long answer: its first token has come.
+fn decoding() -> (Arc<Session>, Arc<TokenStream>) {
+    let session = long_session();
+    let stream = session.send("Tell me a long story.".into()).unwrap();
+    block_on(stream.next()).unwrap();
+    (session, stream)
+}
+
+/// Waits for the generation thread to end; panics after 10 s.
+fn until_idle(session: &Session) {
+    let start = Instant::now();
+    while session.is_busy() {
+        assert!(start.elapsed() < Duration::from_secs(10), "generation did not stop");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn finish_reason(session: &Session) -> Option<FinishReason> {
+    session.last_stats().map(|s| s.finish_reason)
+}
+
+#[test]
+fn stream_matches_the_sdk_session() {
+    let opts = SessionOptions { max_tokens: 12, ..Default::default() };
+    let session = engine().new_session(opts.clone()).unwrap();
+    let stream = session.send("What is the capital of France?".into()).unwrap();
+    let mut text = String::new();
+    while let Some(event) = block_on(stream.next()).unwrap() {
+        if let TokenEvent::Token { text: t, .. } = event {
+            text.push_str(&t);
+        }
+    }
+    let sdk_engine =
+        tern::Engine::load(model(), tern::EngineOptions { threads: Some(1), ..Default::default() }).unwrap();
+    let mut sdk = tern::Session::new(sdk_engine, opts.into()).unwrap();
+    let mut want = String::new();
+    for event in sdk.send("What is the capital of France?").unwrap() {
+        if let tern::Event::Token { text: t, .. } = event.unwrap() {
+            want.push_str(&t);
+        }
+    }
+    assert_eq!(text, want);
+    assert_eq!(finish_reason(&session), Some(FinishReason::MaxTokens));
+}
+
+#[test]
+fn abandoning_a_pending_next_cancels_the_generation() {
+    let (session, stream) = decoding();
+    // Poll next() once; drop it while it waits for a token (what a cancelled coroutine does).
+    loop {
+        let mut next = pin!(stream.next());
+        if next.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
+            break;
+        }
+    }
+    until_idle(&session);
+    assert_eq!(finish_reason(&session), Some(FinishReason::Cancelled));
+}
+
+#[test]
+fn dropping_the_stream_cancels_the_generation() {
+    let (session, stream) = decoding();
+    drop(stream);
+    until_idle(&session);
+    assert_eq!(finish_reason(&session), Some(FinishReason::Cancelled));
+}
+
+#[test]
+fn session_cancel_ends_the_stream_with_done() {
+    let (session, stream) = decoding();
+    session.cancel();
+    let mut after = 0;
+    let last = loop {
+        match block_on(stream.next()).unwrap() {
+            Some(TokenEvent::Token { .. }) => after += 1,
+            Some(done) => break done,
+            None => panic!("no Done event"),
+        }
+    };
+    assert!(matches!(last, TokenEvent::Done { stats } if stats.finish_reason == FinishReason::Cancelled));
+    assert!(after <= 2, "{after} tokens after cancel");
+    assert!(block_on(stream.next()).unwrap().is_none());
+}
+
+#[test]
+fn a_cancel_of_an_old_stream_leaves_the_next_answer_alone() {
+    let session =
+        engine().new_session(SessionOptions { max_tokens: 4, ignore_eos: true, ..Default::default() }).unwrap();
+    let first = session.send("Hi".into()).unwrap();
+    while block_on(first.next()).unwrap().is_some() {}
+    until_idle(&session);
+    let second = session.send("Hello again".into()).unwrap();
+    first.cancel();
+    while block_on(second.next()).unwrap().is_some() {}
+    assert_eq!(finish_reason(&session), Some(FinishReason::MaxTokens));
+}
+
+#[test]
+fn a_busy_session_refuses_instead_of_waiting() {
+    let session = long_session();
+    let stream = session.send("Count to one hundred.".into()).unwrap();
+    assert!(matches!(session.send("Hello".into()), Err(TernError::Busy)));
+    assert!(matches!(session.reset(), Err(TernError::Busy)));
+    stream.cancel();
+    until_idle(&session);
+    session.reset().unwrap();
+    assert_eq!(session.token_count(), 0);
+}
+
+#[test]
+fn load_errors_are_typed() {
+    let missing = block_on(Engine::load("/nonexistent/m.gguf".into(), EngineOptions::default()));
+    assert!(matches!(missing, Err(TernError::ModelNotFound { path }) if path == "/nonexistent/m.gguf"));
+    let kernels = EngineOptions { kernels: Some("no-such-isa".into()), ..Default::default() };
+    assert!(matches!(block_on(Engine::load(model(), kernels)), Err(TernError::InvalidOption { .. })));
+    assert_eq!(tern_ffi::available_kernels().first().map(String::as_str), Some("reference"));
+}

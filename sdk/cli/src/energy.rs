@@ -1,0 +1,401 @@
+//! `tern energy tune`: finds the decode core selection with least energy at no visible slowdown,
+//! on this machine (with a model) or on a simulated phone (`--simulate kirin9000`, or `all`).
+//!
+//! Simulated: the tuner's probes see noise, and its choice is compared with an exhaustive search
+//! over every selection on the noise-free device model and with the usual all-big-cores setting.
+//! On this machine: the tuner decodes with the model on each candidate, then every mode generates
+//! once and reports its decode speed, CPU time and energy per token; the cost of switching the
+//! pool between the prefill and decode selections is measured last.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use tern::energy::power_model::selection_counts;
+use tern::energy::simulator::{SimDevice, SimProbe};
+use tern::energy::tuner::{exhaustive, Measurement, ProbeRecord, Tuner, TunerOptions};
+use tern::runtime::{CoreSelection, CpuTopology, ThreadPool};
+use tern::{EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, Stats};
+
+use crate::args::ModelArgs;
+use crate::error::{CliError, Result};
+use crate::output::Stdout;
+
+#[derive(Args, Debug)]
+pub struct EnergyArgs {
+    #[command(subcommand)]
+    pub command: EnergyCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EnergyCommand {
+    /// Search for the decode cores with least energy within 8% of the fastest.
+    Tune(TuneArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// Tune a simulated phone instead of this machine: kirin9000, kirin990, exynos1580, sd8gen3,
+    /// sd8elite (or the phone's name), or `all`
+    #[arg(long, value_name = "DEVICE")]
+    pub simulate: Option<String>,
+    /// Print JSON instead of tables
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Threads of the engine [default: one per core]
+    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// Keep the result in this directory (as an app would)
+    #[arg(long, value_name = "DIR")]
+    pub tuning_dir: Option<PathBuf>,
+    /// Seed of the simulated probes' noise
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Tokens each mode generates on this machine
+    #[arg(long, short = 'n', default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gen_tokens: u64,
+    /// Generations per mode (the median is reported)
+    #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
+}
+
+pub fn run(a: EnergyArgs) -> Result<()> {
+    match a.command {
+        EnergyCommand::Tune(t) => match t.simulate.clone() {
+            Some(name) => simulate(&name, &t),
+            None => tune_here(&t),
+        },
+    }
+}
+
+/// A selection with what it runs on, e.g. `cpu 4,5 (2×Cortex-A77@2.54GHz)`.
+fn describe(topo: &CpuTopology, sel: &CoreSelection) -> String {
+    let counts = selection_counts(topo, Some(sel));
+    let parts: Vec<String> = topo
+        .clusters
+        .iter()
+        .zip(&counts)
+        .filter(|(_, &n)| n > 0)
+        .map(|(c, &n)| {
+            let mut c = c.clone();
+            c.cores.truncate(n);
+            c.describe()
+        })
+        .collect();
+    format!("{sel} ({})", parts.join(" + "))
+}
+
+#[derive(Serialize)]
+struct Point {
+    selection: String,
+    tokens_per_s: f64,
+    watts: f64,
+    mj_per_token: f64,
+}
+
+impl Point {
+    fn new(topo: &CpuTopology, sel: &CoreSelection, m: &Measurement) -> Point {
+        Point {
+            selection: describe(topo, sel),
+            tokens_per_s: m.tokens_per_s,
+            watts: m.watts,
+            mj_per_token: m.joules_per_token() * 1e3,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SimReport {
+    device: &'static str,
+    phone: &'static str,
+    topology: String,
+    probes: usize,
+    /// Seconds the probes would take on the phone (50 tokens each).
+    probe_seconds: f64,
+    fastest: String,
+    /// The tuner's choice, valued on the noise-free model.
+    chosen: Point,
+    exhaustive: Point,
+    exhaustive_evaluated: usize,
+    matches_exhaustive: bool,
+    big_cores: Point,
+    saving_vs_big_cores_pct: f64,
+    slowdown_pct: f64,
+    power_saver: Point,
+    /// Probes of both searches (power saver reuses the balanced probes).
+    probes_with_power_saver: usize,
+}
+
+fn simulate(name: &str, a: &TuneArgs) -> Result<()> {
+    let devices = if name.eq_ignore_ascii_case("all") {
+        SimDevice::all()
+    } else {
+        vec![SimDevice::by_name(name).ok_or_else(|| {
+            let ids: Vec<&str> = SimDevice::all().iter().map(|d| d.id).collect();
+            CliError::Usage(format!("unknown device `{name}` (known: {}, all)", ids.join(", ")))
+        })?]
+    };
+    let opts = TunerOptions::default();
+    let mut reports = Vec::new();
+    for device in devices {
+        let topo = device.topology();
+        let mut probe = SimProbe::new(device.clone(), a.seed);
+        let mut tuner = Tuner::new(&topo, &mut probe, opts, true);
+        let (fastest, _) = tuner.fastest()?;
+        let balanced = tuner.search(opts.max_slowdown)?;
+        let saver = tuner.search(tern::energy::probe::POWER_SAVER_SLOWDOWN)?;
+        let best = exhaustive(&topo, &mut SimProbe::exact(device.clone()), opts.max_slowdown, true)?;
+        let chosen = device.truth_of(&balanced.selection);
+        let big_sel = device.big_cores();
+        let big = device.truth_of(&big_sel);
+        let reference = best.max_tokens_per_s.max(big.tokens_per_s);
+        reports.push(SimReport {
+            device: device.id,
+            phone: device.phone,
+            topology: topo.describe(),
+            probes: balanced.probes,
+            probe_seconds: probe.seconds,
+            fastest: describe(&topo, &fastest),
+            chosen: Point::new(&topo, &balanced.selection, &chosen),
+            exhaustive: Point::new(&topo, &best.selection, &best.measurement),
+            exhaustive_evaluated: best.evaluated,
+            matches_exhaustive: balanced.selection == best.selection,
+            saving_vs_big_cores_pct: 100.0 * (1.0 - chosen.joules_per_token() / big.joules_per_token()),
+            slowdown_pct: 100.0 * (1.0 - chosen.tokens_per_s / reference),
+            big_cores: Point::new(&topo, &big_sel, &big),
+            power_saver: Point::new(&topo, &saver.selection, &device.truth_of(&saver.selection)),
+            probes_with_power_saver: probe.probes,
+        });
+    }
+    let mut out = Stdout::new();
+    if a.json {
+        return Ok(out.line(&serde_json::to_string_pretty(&reports).map_err(|e| CliError::Other(e.to_string()))?)?);
+    }
+    for r in &reports {
+        out.line(&format!("{} ({}): {}", r.phone, r.device, r.topology))?;
+        out.line(&format!("  stage 1 (fastest): {}", r.fastest))?;
+        out.line(&format!("  probes: {} (exhaustive search: {} selections)", r.probes, r.exhaustive_evaluated))?;
+        for (label, p) in [
+            ("tuned", &r.chosen),
+            ("exhaustive optimum", &r.exhaustive),
+            ("all big cores", &r.big_cores),
+            ("power saver", &r.power_saver),
+        ] {
+            out.line(&format!(
+                "  {label:<19} {:<44} {:>5.1} tok/s {:>5.2} W {:>5.0} mJ/token",
+                p.selection, p.tokens_per_s, p.watts, p.mj_per_token
+            ))?;
+        }
+        out.line(&format!(
+            "  tuned = exhaustive optimum: {} | energy {:.1}% below all big cores | slowdown {:.1}%\n",
+            if r.matches_exhaustive { "yes" } else { "NO" },
+            r.saving_vs_big_cores_pct,
+            r.slowdown_pct
+        ))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ProbeRow {
+    selection: String,
+    stage: u8,
+    tokens_per_s: f64,
+    watts: f64,
+    mj_per_token: f64,
+    cpu_ms_per_token: Option<f64>,
+    kind: String,
+}
+
+#[derive(Serialize)]
+struct ModeRow {
+    mode: String,
+    prefill: String,
+    decode: String,
+    decode_tokens_per_s: f64,
+    decode_mj_per_token: Option<f64>,
+    decode_cpu_ms_per_token: Option<f64>,
+    kind: String,
+}
+
+#[derive(Serialize)]
+struct SwitchCost {
+    /// Median time of a selection change plus the job right after it, minus a job without change.
+    median_us: f64,
+    p90_us: f64,
+    /// Median of the `set_selection` call alone.
+    call_median_us: f64,
+    between: [String; 2],
+    samples: usize,
+}
+
+#[derive(Serialize)]
+struct HereReport {
+    topology: String,
+    meter: String,
+    meter_kind: String,
+    threads: usize,
+    probes: Vec<ProbeRow>,
+    fastest: String,
+    balanced: String,
+    power_saver: String,
+    tuning_seconds: f64,
+    modes: Vec<ModeRow>,
+    switch: SwitchCost,
+}
+
+fn tune_here(a: &TuneArgs) -> Result<()> {
+    let path = a.model.path()?;
+    let energy = EnergyOptions { tuning_dir: a.tuning_dir.clone(), ..Default::default() };
+    let opts = EngineOptions { threads: a.threads.map(|t| t as usize), energy, ..Default::default() };
+    let engine = Engine::load(&path, opts)?;
+    let status = engine.energy_status();
+    let topo = CpuTopology::detect();
+    let tuning = engine.tune_energy()?;
+    let ms = |m: &Measurement| m.cpu_s_per_token.map(|s| s * 1e3);
+    let probes = tuning
+        .probes
+        .iter()
+        .map(|r: &ProbeRecord| ProbeRow {
+            selection: describe(&topo, &r.selection),
+            stage: r.stage,
+            tokens_per_s: r.measurement.tokens_per_s,
+            watts: r.measurement.watts,
+            mj_per_token: r.measurement.joules_per_token() * 1e3,
+            cpu_ms_per_token: ms(&r.measurement),
+            kind: r.measurement.kind.to_string(),
+        })
+        .collect();
+    let mut modes = Vec::new();
+    for mode in [EnergyMode::Performance, EnergyMode::Balanced, EnergyMode::PowerSaver] {
+        engine.set_energy_mode(mode.clone());
+        let mut runs: Vec<Stats> =
+            (0..a.repetitions).map(|_| generate(&engine, a.gen_tokens as usize)).collect::<Result<_>>()?;
+        runs.sort_by(|x, y| x.decode_tokens_per_s.total_cmp(&y.decode_tokens_per_s));
+        let s = &runs[runs.len() / 2];
+        let shown =
+            |sel: &Option<CoreSelection>| sel.as_ref().map_or("every thread".to_owned(), |s| describe(&topo, s));
+        modes.push(ModeRow {
+            mode: format!("{mode:?}"),
+            prefill: shown(&s.energy.prefill.selection),
+            decode: shown(&s.energy.decode.selection),
+            decode_tokens_per_s: s.decode_tokens_per_s,
+            decode_mj_per_token: s.energy.decode.joules_per_token.map(|j| j * 1e3),
+            decode_cpu_ms_per_token: s.energy.decode.cpu_time_per_token.map(|d| d.as_secs_f64() * 1e3),
+            kind: s.energy.kind.to_string(),
+        });
+    }
+    engine.set_energy_mode(EnergyMode::Balanced);
+    let prefill_sel = CoreSelection::cores(topo.big_cores()).for_platform();
+    let switch = switch_cost(engine.info().threads, &prefill_sel, &tuning.balanced.selection);
+    let report = HereReport {
+        topology: topo.describe(),
+        meter: status.meter,
+        meter_kind: status.meter_kind.to_string(),
+        threads: engine.info().threads,
+        probes,
+        fastest: describe(&topo, &tuning.fastest),
+        balanced: describe(&topo, &tuning.balanced.selection),
+        power_saver: describe(&topo, &tuning.power_saver.selection),
+        tuning_seconds: tuning.seconds,
+        modes,
+        switch,
+    };
+    print_here(&report, a.json)
+}
+
+fn print_here(r: &HereReport, json: bool) -> Result<()> {
+    let mut out = Stdout::new();
+    if json {
+        return Ok(out.line(&serde_json::to_string_pretty(r).map_err(|e| CliError::Other(e.to_string()))?)?);
+    }
+    out.line(&format!("topology: {} | meter: {} ({}) | {} threads", r.topology, r.meter, r.meter_kind, r.threads))?;
+    out.line(&format!("tuning took {:.1} s; probes (50 tokens each):", r.tuning_seconds))?;
+    for p in &r.probes {
+        let cpu = p.cpu_ms_per_token.map_or("?".to_owned(), |c| format!("{c:.2}"));
+        out.line(&format!(
+            "  stage {} {:<40} {:>7.1} tok/s {:>6.2} W {:>7.1} mJ/token {:>6} CPU ms/token ({})",
+            p.stage, p.selection, p.tokens_per_s, p.watts, p.mj_per_token, cpu, p.kind
+        ))?;
+    }
+    out.line(&format!("fastest: {}\nbalanced: {}\npower saver: {}", r.fastest, r.balanced, r.power_saver))?;
+    out.line("modes (median decode of the runs):")?;
+    for m in &r.modes {
+        let mj = m.decode_mj_per_token.map_or("?".to_owned(), |j| format!("{j:.1}"));
+        let cpu = m.decode_cpu_ms_per_token.map_or("?".to_owned(), |c| format!("{c:.2}"));
+        out.line(&format!(
+            "  {:<12} decode on {:<36} {:>7.1} tok/s {:>7} mJ/token ({}) {:>6} CPU ms/token | prefill on {}",
+            m.mode, m.decode, m.decode_tokens_per_s, mj, m.kind, cpu, m.prefill
+        ))?;
+    }
+    let s = &r.switch;
+    out.line(&format!(
+        "switching {} <-> {}: {:.1} µs median, {:.1} µs p90 ({} switches; the call alone {:.1} µs)",
+        s.between[0], s.between[1], s.median_us, s.p90_us, s.samples, s.call_median_us
+    ))?;
+    Ok(())
+}
+
+/// One generation of `n` tokens (end of generation ignored) from a short prompt.
+fn generate(engine: &std::sync::Arc<Engine>, n: usize) -> Result<Stats> {
+    let opts = SessionOptions { max_tokens: n, ignore_eos: true, ..Default::default() };
+    let mut session = Session::new(engine.clone(), opts)?;
+    let mut stats = None;
+    for ev in session.complete("The history of the lighthouse begins")? {
+        if let Event::Done(s) = ev? {
+            stats = Some(s);
+        }
+    }
+    stats.ok_or_else(|| CliError::Other("the generation ended without stats".into()))
+}
+
+/// The cost of moving a pool between two selections, as a session does at the prefill→decode
+/// boundary: the change plus the first job after it (threads wake and re-pin), less the same job
+/// without a change. If the two selections are the same, a one-core selection stands in for the
+/// second so that something changes.
+fn switch_cost(threads: usize, a: &CoreSelection, b: &CoreSelection) -> SwitchCost {
+    const SAMPLES: usize = 400;
+    let b = if a == b {
+        CoreSelection::cores(a.core_ids().and_then(|c| c.last().copied())).for_platform()
+    } else {
+        b.clone()
+    };
+    let pool = ThreadPool::new(threads);
+    let job = |pool: &ThreadPool| {
+        pool.parallel_for(threads * 8, &|i| {
+            std::hint::black_box(i);
+        })
+    };
+    let (mut with, mut without, mut call) = (Vec::new(), Vec::new(), Vec::new());
+    pool.set_selection(Some(a));
+    for _ in 0..50 {
+        job(&pool);
+    }
+    for i in 0..SAMPLES {
+        let t0 = Instant::now();
+        job(&pool);
+        without.push(t0.elapsed());
+        let target = if i % 2 == 0 { &b } else { a };
+        let t0 = Instant::now();
+        pool.set_selection(Some(target));
+        call.push(t0.elapsed());
+        job(&pool);
+        with.push(t0.elapsed());
+    }
+    pool.release_caller();
+    let us = |v: &mut Vec<Duration>, q: f64| {
+        v.sort();
+        v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6
+    };
+    let base = us(&mut without, 0.5);
+    SwitchCost {
+        median_us: us(&mut with, 0.5) - base,
+        p90_us: us(&mut with, 0.9) - base,
+        call_median_us: us(&mut call, 0.5),
+        between: [a.to_string(), b.to_string()],
+        samples: SAMPLES,
+    }
+}
