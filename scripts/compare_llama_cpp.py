@@ -141,7 +141,7 @@ def run_model(m, a, tern, extra):
     llama = {}
     for k, _ in TESTS:
         per_fa = {fa: median([x[k] for x in runs]) for fa, runs in llama_runs.items() if runs}
-        best = max((v, fa) for fa, v in per_fa.items() if v is not None) if per_fa else (None, None)
+        best = max(((v, fa) for fa, v in per_fa.items() if v is not None), default=(None, None))
         llama[k], llama[k + "_fa"] = best
     all_llama = [x for runs in llama_runs.values() for x in runs]
     row = {"model": m, "rounds": a.rounds}
