@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use tern::gguf::GgufFile;
+use tern::quant::packed::Packing;
 use tern::quant::{ActBuf, GgmlType, Kernels};
 
 /// The model cache (`$TERN_MODEL_DIR`, default `~/.cache/tern/models`).
@@ -57,6 +58,16 @@ pub fn weight_samples() -> Vec<WeightSample> {
     out
 }
 
+/// Deterministic, activation-like values in [-1, 1) for token `t`.
+fn token_values(cols: usize, t: usize) -> Vec<f32> {
+    (0..cols)
+        .map(|i| {
+            let h = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (t as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            ((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
 /// `n_tok` activation rows of `cols` values, quantized to `w`'s activation type by `kernels`.
 pub fn activations(kernels: &Kernels, w: GgmlType, cols: usize, n_tok: usize) -> Option<ActBuf> {
     let act = w.activation_type();
@@ -64,14 +75,19 @@ pub fn activations(kernels: &Kernels, w: GgmlType, cols: usize, n_tok: usize) ->
     let row_bytes = act.row_bytes(cols);
     let mut buf = ActBuf::new();
     buf.resize(row_bytes * n_tok);
-    let mut x = vec![0f32; cols];
     for t in 0..n_tok {
-        for (i, v) in x.iter_mut().enumerate() {
-            // Deterministic, activation-like values in [-1, 1).
-            let h = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (t as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            *v = ((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
-        }
-        quantize(&x, &mut buf.as_bytes_mut()[t * row_bytes..(t + 1) * row_bytes]);
+        quantize(&token_values(cols, t), &mut buf.as_bytes_mut()[t * row_bytes..(t + 1) * row_bytes]);
+    }
+    Some(buf)
+}
+
+/// The same rows in the activation layout of `p`'s kernel for weight type `w`.
+pub fn packed_activations(p: &Packing, w: GgmlType, cols: usize, n_tok: usize) -> Option<ActBuf> {
+    let row_bytes = p.act_row_bytes(w, cols)?;
+    let mut buf = ActBuf::new();
+    buf.resize(row_bytes * n_tok);
+    for t in 0..n_tok {
+        (p.quantize_act)(w, &token_values(cols, t), &mut buf.as_bytes_mut()[t * row_bytes..(t + 1) * row_bytes]);
     }
     Some(buf)
 }

@@ -126,8 +126,12 @@ pub struct Loaded {
 }
 
 pub fn load(model: &ModelArgs, threads: Option<usize>, context_length: Option<usize>) -> Result<Loaded> {
+    load_with(model, EngineOptions { threads, context_length, ..Default::default() })
+}
+
+/// As [`load`], with every engine option given.
+pub fn load_with(model: &ModelArgs, opts: EngineOptions) -> Result<Loaded> {
     let path = model.path()?;
-    let opts = EngineOptions { threads, context_length, ..Default::default() };
     let start = Instant::now();
     let engine = Engine::load(&path, opts)?;
     Ok(Loaded { engine, path, load_time: start.elapsed() })

@@ -12,9 +12,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tern::tokenizer::Tokenizer;
-use tern::{Event, Session, SessionOptions, Stats};
+use tern::model::KvPrecision;
+use tern::{EngineOptions, Event, Session, SessionOptions, Stats};
 
-use crate::args::{load, ModelArgs};
+use crate::args::{load_with, ModelArgs};
 use crate::error::{CliError, Result};
 use crate::output::{self, mib, Stdout};
 
@@ -40,6 +41,23 @@ pub struct BenchArgs {
     /// Print one JSON object instead of a table
     #[arg(long)]
     pub json: bool,
+    /// Keep the weights in the file's layout (no repacking at load)
+    #[arg(long)]
+    pub no_repack: bool,
+    /// Force a kernel set (reference, avx2, avx512, neon) [default: the best this CPU runs]
+    #[arg(long)]
+    pub kernels: Option<String>,
+    /// KV cache precision
+    #[arg(long, value_enum, default_value_t = KvArg::F16)]
+    pub kv: KvArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvArg {
+    /// f16 keys and values
+    F16,
+    /// int8 keys and fp8 (e4m3) values
+    Int8Fp8,
 }
 
 #[derive(Serialize)]
@@ -47,6 +65,7 @@ struct Report {
     model: String,
     architecture: String,
     kernels: String,
+    kv_cache: &'static str,
     threads: usize,
     prompt_tokens: usize,
     gen_tokens: usize,
@@ -57,6 +76,11 @@ struct Report {
     depth: Option<usize>,
     decode_at_depth_tps: Option<f64>,
     load_ms: f64,
+    /// Weight bytes repacked at load, and the time it took (within `load_ms`).
+    repacked_bytes: usize,
+    repack_ms: f64,
+    /// Weight bytes one decode step reads (bandwidth = this × decode_tps).
+    decode_bytes_per_token: usize,
     peak_rss_bytes: Option<u64>,
     prefill_tps_runs: Vec<f64>,
     decode_tps_runs: Vec<f64>,
@@ -69,7 +93,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let threads = a.threads.map(|t| t as usize);
     // Like llama-bench: a context just large enough for the tests, so KV memory is comparable.
     let ctx = n_prompt.max(n_gen + 1).max(if depth > 0 { depth + n_gen } else { 0 }) + 1;
-    let loaded = load(&a.model, threads, Some(ctx))?;
+    let opts = EngineOptions {
+        threads,
+        context_length: Some(ctx),
+        kernels: a.kernels.clone(),
+        repack_weights: Some(!a.no_repack),
+        kv_precision: match a.kv {
+            KvArg::F16 => KvPrecision::F16,
+            KvArg::Int8Fp8 => KvPrecision::Int8Fp8,
+        },
+        ..Default::default()
+    };
+    let loaded = load_with(&a.model, opts)?;
     let engine = loaded.engine.clone();
     let info = engine.info();
     if ctx > info.context_length {
@@ -146,6 +181,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned()),
         architecture: info.architecture.clone(),
         kernels: info.kernels.to_owned(),
+        kv_cache: match a.kv {
+            KvArg::F16 => "f16",
+            KvArg::Int8Fp8 => "int8-fp8",
+        },
         threads: info.threads,
         prompt_tokens: n_prompt,
         gen_tokens: n_gen,
@@ -155,6 +194,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         depth: (depth > 0).then_some(depth),
         decode_at_depth_tps: (depth > 0).then(|| median(&deep_runs)),
         load_ms: loaded.load_time.as_secs_f64() * 1e3,
+        repacked_bytes: engine.model().pack_stats().bytes,
+        repack_ms: engine.model().pack_stats().ms,
+        decode_bytes_per_token: engine.model().decode_weight_bytes(),
         peak_rss_bytes: tern::peak_rss_bytes(),
         prefill_tps_runs: prefill_runs,
         decode_tps_runs: decode_runs,
@@ -189,8 +231,13 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
         out.line(&format!("| {:<36} | {:>7} | {test:>13} | {tps:>10.2} | {:>20} |", r.model, r.threads, spread(runs)))?;
     }
     let rss = r.peak_rss_bytes.map_or_else(|| "unknown".to_owned(), mib);
+    let repack = if r.repacked_bytes > 0 {
+        format!(" (repacking {} in {:.0} ms)", mib(r.repacked_bytes as u64), r.repack_ms)
+    } else {
+        String::new()
+    };
     out.line(&format!(
-        "{} kernels, load {:.0} ms, peak RSS {rss}, median of {} repetitions",
+        "{} kernels, load {:.0} ms{repack}, peak RSS {rss}, median of {} repetitions",
         r.kernels, r.load_ms, r.repetitions
     ))?;
     Ok(())

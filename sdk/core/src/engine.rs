@@ -15,7 +15,7 @@ use crate::energy::control::EnergyControl;
 use crate::energy::{DeviceState, EnergyMode, EnergyOptions, EnergyStatus, Tuning};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::model::{Logits, Model};
+use crate::model::{KvPrecision, LoadOptions, Logits, Model};
 use crate::quant::{self, Kernels};
 use crate::runtime::{self, ThreadPool};
 use crate::speculative::cost::CostModel;
@@ -34,6 +34,13 @@ pub struct EngineOptions {
     /// Force a kernel set by name (`reference`, `avx2`, `avx512`, ...); default: the best this
     /// CPU supports.
     pub kernels: Option<String>,
+    /// Repack weights at load into the kernel set's tiled layout (default: on where the set has
+    /// one). Faster matrix products for a copy of the weights made at load; the mapped pages of
+    /// repacked weights are released, so memory stays about the file's size.
+    pub repack_weights: Option<bool>,
+    /// How session KV caches store keys and values: f16 (default), or int8 keys and fp8
+    /// values (half the memory and long-context bandwidth, slightly different logits).
+    pub kv_precision: KvPrecision,
     /// Energy mode, where tuning results are kept, and the device name they are keyed by.
     pub energy: EnergyOptions,
 }
@@ -91,7 +98,10 @@ impl Engine {
     fn from_gguf(file: GgufFile, opts: EngineOptions, start: Instant) -> Result<Arc<Engine>> {
         let file = Arc::new(file);
         let kernels = select_kernels(opts.kernels.as_deref())?;
-        let model = Model::load(Arc::clone(&file), kernels)?;
+        let threads = opts.threads.unwrap_or_else(runtime::default_threads).max(1);
+        let pool = ThreadPool::new(threads);
+        let load = LoadOptions { repack: opts.repack_weights.unwrap_or(true), kv_precision: opts.kv_precision };
+        let model = Model::load_with(Arc::clone(&file), kernels, load, Some(&pool))?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
         if tokenizer.vocab_size() != model.config.vocab_size {
             return Err(Error::Corrupt(format!(
@@ -101,7 +111,6 @@ impl Engine {
             )));
         }
         let template = ChatTemplate::from_gguf(&file)?;
-        let threads = opts.threads.unwrap_or_else(runtime::default_threads).max(1);
         let train_ctx = model.config.context_length.max(1);
         let context_length = match opts.context_length {
             Some(0) => return Err(Error::InvalidOption("context_length must be positive".into())),
@@ -120,7 +129,6 @@ impl Engine {
             threads,
             load_ms: 0.0,
         };
-        let pool = ThreadPool::new(threads);
         let energy = EnergyControl::new(opts.energy);
         let mut engine = Engine {
             model,

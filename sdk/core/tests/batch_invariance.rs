@@ -64,17 +64,20 @@ fn assert_bitwise(what: &str, a: &[f32], b: &[f32]) {
 }
 
 fn check_batches(file: &str) {
+    for k in tern::quant::available_kernels() {
+        check_batches_with(file, &load(file, k.isa), k.isa);
+    }
+}
+
+fn check_batches_with(file: &str, e: &Engine, what: &str) {
     let (prompt, greedy) = sequence(file);
     let mut tokens = prompt.clone();
     tokens.extend(&greedy);
-    for k in tern::quant::available_kernels() {
-        let e = load(file, k.isa);
-        let one_by_one = logits_in_chunks(&e, &tokens, &[1]);
-        for sizes in [&[tokens.len()][..], &[3, 7, 2, 32], &[5]] {
-            let batched = logits_in_chunks(&e, &tokens, sizes);
-            for (i, (a, b)) in one_by_one.iter().zip(&batched).enumerate() {
-                assert_bitwise(&format!("{file} [{}] chunks {sizes:?}, position {i}", k.isa), a, b);
-            }
+    let one_by_one = logits_in_chunks(e, &tokens, &[1]);
+    for sizes in [&[tokens.len()][..], &[3, 7, 2, 32], &[5]] {
+        let batched = logits_in_chunks(e, &tokens, sizes);
+        for (i, (a, b)) in one_by_one.iter().zip(&batched).enumerate() {
+            assert_bitwise(&format!("{file} [{what}] chunks {sizes:?}, position {i}"), a, b);
         }
     }
 }
@@ -125,6 +128,15 @@ fn qwen2_batches() {
 #[test]
 fn gemma3_batches() {
     check_batches(GEMMA3);
+}
+
+/// The int8-key / fp8-value cache quantizes each position's row on its own: batches do not
+/// change it either.
+#[test]
+fn smollm2_batches_with_int8_kv() {
+    let opts = EngineOptions { kv_precision: tern::model::KvPrecision::Int8Fp8, ..Default::default() };
+    let e = Engine::load(model_path(SMOLLM2), opts).expect("model loads");
+    check_batches_with(SMOLLM2, &e, "default set, int8/fp8 KV");
 }
 
 #[test]

@@ -277,6 +277,22 @@ impl GgufFile {
     pub fn tensor_data(&self, info: &TensorInfo) -> &[u8] {
         &self.bytes()[info.offset as usize..(info.offset + info.size) as usize]
     }
+
+    /// Drops the mapped pages lying wholly inside bytes `start..start + len` from this process's
+    /// resident memory (e.g. a tensor now used from a repacked copy). The bytes stay readable:
+    /// touching them again reads them back from the file. No-op for in-memory files.
+    pub fn release(&self, start: usize, len: usize) {
+        // Whole 64 KiB units: a multiple of every page size in use, so no neighbour is touched.
+        const UNIT: usize = 64 << 10;
+        let Storage::Mapped(map) = &self.storage else { return };
+        let base = map.as_ptr() as usize;
+        let (lo, hi) = ((base + start).next_multiple_of(UNIT), (base + start + len) / UNIT * UNIT);
+        if hi > lo && hi - base <= map.len() {
+            // SAFETY: the map is read-only and private, so it holds no changes for DONTNEED to
+            // discard: later reads fault the same bytes back in from the file.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, lo - base, hi - lo) };
+        }
+    }
 }
 
 fn type_error(key: &str, expected: &'static str, found: &Value) -> Error {

@@ -1,25 +1,110 @@
-//! The key/value cache of one session: f16, preallocated for the session's context length.
+//! The key/value cache of one session, preallocated for the session's context length.
 //! Layout per layer: `[position][kv_head][head_dim]`, independent of the thread count, so the
 //! threads working on it can change between calls.
+//!
+//! Two precisions: f16 keys and values (the default), or MNN-LLM's int8 keys and fp8 values
+//! (e4m3), each row of a KV head with one f32 scale, which halves the cache's memory and the
+//! bytes long-context attention reads, for somewhat different logits (measured in
+//! docs/benchmarks.md).
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
+use crate::quant::reference::quantize_row_e4m3;
+use crate::quant::KEY_GROUP;
+
+/// How the cache stores keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvPrecision {
+    /// f16 keys and values.
+    #[default]
+    F16,
+    /// int8 keys and fp8 e4m3 values, a scale per position and KV head for each.
+    Int8Fp8,
+}
+
+/// One layer's cached rows, as attention reads them.
+#[derive(Clone, Copy)]
+pub enum KvRows<'a> {
+    F16 {
+        keys: &'a [f16],
+        values: &'a [f16],
+    },
+    /// Key scales: `KEY_GROUP`s of a position's row in order; value scales: one per position
+    /// and KV head (see `quant::KvHeadRows`).
+    Int8Fp8 {
+        keys: &'a [i8],
+        key_scales: &'a [f32],
+        values: &'a [u8],
+        value_scales: &'a [f32],
+    },
+}
+
 pub struct KvCache {
-    k: Vec<f16>,
-    v: Vec<f16>,
+    precision: KvPrecision,
+    k16: Vec<f16>,
+    v16: Vec<f16>,
+    k8: Vec<i8>,
+    k_scale: Vec<f32>,
+    v8: Vec<u8>,
+    v_scale: Vec<f32>,
     capacity: usize,
     kv_dim: usize,
+    head_dim: usize,
     n_layer: usize,
     /// Positions holding valid entries.
     len: usize,
 }
 
 impl KvCache {
-    /// Zeroed memory is mapped lazily by the OS: only the positions used become resident.
+    /// An f16 cache. Zeroed memory is mapped lazily by the OS: only the positions used become
+    /// resident.
     pub fn new(n_layer: usize, kv_dim: usize, capacity: usize) -> Self {
+        Self::with_precision(n_layer, kv_dim, kv_dim, capacity, KvPrecision::F16)
+    }
+
+    /// A cache of the given precision for heads of `head_dim` (dividing `kv_dim`; for int8 keys a
+    /// multiple of `quant::KEY_GROUP`, which the model checks).
+    pub fn with_precision(
+        n_layer: usize,
+        kv_dim: usize,
+        head_dim: usize,
+        capacity: usize,
+        precision: KvPrecision,
+    ) -> Self {
         let n = n_layer * capacity * kv_dim;
-        KvCache { k: vec![f16::ZERO; n], v: vec![f16::ZERO; n], capacity, kv_dim, n_layer, len: 0 }
+        let head_dim = head_dim.clamp(1, kv_dim.max(1));
+        let mut kv = KvCache {
+            precision,
+            k16: Vec::new(),
+            v16: Vec::new(),
+            k8: Vec::new(),
+            k_scale: Vec::new(),
+            v8: Vec::new(),
+            v_scale: Vec::new(),
+            capacity,
+            kv_dim,
+            head_dim,
+            n_layer,
+            len: 0,
+        };
+        match precision {
+            KvPrecision::F16 => {
+                kv.k16 = vec![f16::ZERO; n];
+                kv.v16 = vec![f16::ZERO; n];
+            }
+            KvPrecision::Int8Fp8 => {
+                kv.k8 = vec![0; n];
+                kv.k_scale = vec![0.0; n / KEY_GROUP];
+                kv.v8 = vec![0; n];
+                kv.v_scale = vec![0.0; n / head_dim];
+            }
+        }
+        kv
+    }
+
+    pub fn precision(&self) -> KvPrecision {
+        self.precision
     }
 
     pub fn capacity(&self) -> usize {
@@ -52,13 +137,26 @@ impl KvCache {
         if !ascending || !in_range {
             return false;
         }
-        let d = self.kv_dim;
+        let (d, hs) = (self.kv_dim, self.kv_dim / self.head_dim);
         for layer in 0..self.n_layer {
             for (i, &slot) in slots.iter().enumerate() {
                 let (from, to) = (self.offset(layer, slot), self.offset(layer, base + i));
-                if from != to {
-                    self.k.copy_within(from..from + d, to);
-                    self.v.copy_within(from..from + d, to);
+                if from == to {
+                    continue;
+                }
+                match self.precision {
+                    KvPrecision::F16 => {
+                        self.k16.copy_within(from..from + d, to);
+                        self.v16.copy_within(from..from + d, to);
+                    }
+                    KvPrecision::Int8Fp8 => {
+                        self.k8.copy_within(from..from + d, to);
+                        self.v8.copy_within(from..from + d, to);
+                        let (kf, kt, kn) = (from / KEY_GROUP, to / KEY_GROUP, d / KEY_GROUP);
+                        self.k_scale.copy_within(kf..kf + kn, kt);
+                        let (sf, st) = (from / self.head_dim, to / self.head_dim);
+                        self.v_scale.copy_within(sf..sf + hs, st);
+                    }
                 }
             }
         }
@@ -66,8 +164,12 @@ impl KvCache {
         true
     }
 
+    /// Heap bytes of the cache at full capacity.
     pub fn bytes(&self) -> usize {
-        (self.k.len() + self.v.len()) * 2
+        (self.k16.len() + self.v16.len()) * 2
+            + self.k8.len()
+            + self.v8.len()
+            + (self.k_scale.len() + self.v_scale.len()) * 4
     }
 
     fn offset(&self, layer: usize, pos: usize) -> usize {
@@ -78,19 +180,95 @@ impl KvCache {
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
         debug_assert!(layer < self.n_layer);
         let o = self.offset(layer, pos);
-        let n = k.len();
-        self.k[o..o + n].convert_from_f32_slice(k);
-        self.v[o..o + n].convert_from_f32_slice(v);
+        let n = k.len().min(v.len());
+        match self.precision {
+            KvPrecision::F16 => {
+                self.k16[o..o + n].convert_from_f32_slice(&k[..n]);
+                self.v16[o..o + n].convert_from_f32_slice(&v[..n]);
+            }
+            KvPrecision::Int8Fp8 => {
+                let hd = self.head_dim;
+                let groups = k[..n].chunks_exact(KEY_GROUP).zip(self.k8[o..o + n].chunks_exact_mut(KEY_GROUP));
+                for (g, (kg, qg)) in groups.enumerate() {
+                    self.k_scale[o / KEY_GROUP + g] = quantize_i8(kg, qg);
+                }
+                for (h, (vh, qh)) in v[..n].chunks_exact(hd).zip(self.v8[o..o + n].chunks_exact_mut(hd)).enumerate() {
+                    self.v_scale[o / hd + h] = quantize_row_e4m3(vh, qh);
+                }
+            }
+        }
     }
 
-    /// All keys of a layer up to `positions` (rows of kv_dim).
-    pub fn keys(&self, layer: usize, positions: usize) -> &[f16] {
-        let o = self.offset(layer, 0);
-        &self.k[o..o + positions * self.kv_dim]
+    /// The rows of a layer up to `positions`.
+    pub fn rows(&self, layer: usize, positions: usize) -> KvRows<'_> {
+        let (o, n) = (self.offset(layer, 0), positions * self.kv_dim);
+        match self.precision {
+            KvPrecision::F16 => KvRows::F16 { keys: &self.k16[o..o + n], values: &self.v16[o..o + n] },
+            KvPrecision::Int8Fp8 => {
+                let hd = self.head_dim;
+                KvRows::Int8Fp8 {
+                    keys: &self.k8[o..o + n],
+                    key_scales: &self.k_scale[o / KEY_GROUP..(o + n) / KEY_GROUP],
+                    values: &self.v8[o..o + n],
+                    value_scales: &self.v_scale[o / hd..(o + n) / hd],
+                }
+            }
+        }
+    }
+}
+
+/// `q = round(x / d)` with `d = max |x| / 127`; returns `d`.
+fn quantize_i8(x: &[f32], q: &mut [i8]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let d = amax / 127.0;
+    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int8_keys_keep_rows_within_half_a_step() {
+        let x: Vec<f32> = (0..64).map(|i| ((i * 37 % 23) as f32 - 11.0) / 3.0).collect();
+        let mut q = vec![0i8; 64];
+        let d = quantize_i8(&x, &mut q);
+        for (&v, &q) in x.iter().zip(&q) {
+            assert!((v - q as f32 * d).abs() <= d / 2.0 + 1e-6);
+        }
+        assert_eq!(quantize_i8(&[0.0; 8], &mut q[..8]), 0.0);
     }
 
-    pub fn values(&self, layer: usize, positions: usize) -> &[f16] {
-        let o = self.offset(layer, 0);
-        &self.v[o..o + positions * self.kv_dim]
+    #[test]
+    fn keep_slots_moves_every_precision() {
+        for p in [KvPrecision::F16, KvPrecision::Int8Fp8] {
+            let mut kv = KvCache::with_precision(2, 128, 64, 6, p);
+            for pos in 0..5 {
+                let row: Vec<f32> = (0..128).map(|i| (pos * 10 + i % 8) as f32).collect();
+                for layer in 0..2 {
+                    kv.store(layer, pos, &row, &row);
+                }
+            }
+            kv.set_len(5);
+            // Element 67 (head 1) of a position.
+            let before = |kv: &KvCache, pos: usize| match kv.rows(1, 6) {
+                KvRows::F16 { keys, values } => (keys[pos * 128 + 67].to_f32(), values[pos * 128 + 67].to_f32()),
+                KvRows::Int8Fp8 { keys, key_scales, values, value_scales } => {
+                    let v = half::f16::from_bits(crate::quant::reference::e4m3_f16_bits(values[pos * 128 + 67]));
+                    (
+                        keys[pos * 128 + 67] as f32 * key_scales[pos * 128 / KEY_GROUP + 67 / KEY_GROUP],
+                        v.to_f32() * value_scales[pos * 2 + 1],
+                    )
+                }
+            };
+            let want = before(&kv, 4);
+            assert!(kv.keep_slots(2, &[2, 4]));
+            assert_eq!(kv.len(), 4);
+            assert_eq!(before(&kv, 3), want, "{p:?}");
+        }
     }
 }

@@ -2,13 +2,14 @@
 //! their forward pass. Architecture differences are data in [`Config`]; the pass below reads
 //! top to bottom like the papers' block diagrams.
 
+mod attention;
 mod config;
 mod kv;
 mod ops;
 mod weights;
 
 pub use config::{Activation, Architecture, Config, Rope, RopeStyle};
-pub use kv::KvCache;
+pub use kv::{KvCache, KvPrecision};
 pub use weights::Matrix;
 
 use std::cell::RefCell;
@@ -17,9 +18,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+use crate::quant::packed::Packing;
 use crate::quant::{self, Kernels};
 use crate::runtime::ThreadPool;
-use ops::{QuantizedInput, SharedMut};
+use attention::BatchLayout;
+use ops::{Product, QuantizedInput, SharedMut};
 use weights::{load_optional_vector, load_vector};
 
 struct Layer {
@@ -60,6 +63,8 @@ pub struct Model {
     /// Rotary frequencies (rope_dim / 2) of global and of sliding-window layers.
     inv_freq_global: Vec<f32>,
     inv_freq_local: Vec<f32>,
+    packed: PackStats,
+    kv_precision: KvPrecision,
 }
 
 impl std::fmt::Debug for Model {
@@ -68,9 +73,54 @@ impl std::fmt::Debug for Model {
     }
 }
 
+/// How [`Model::load_with`] prepares the weights.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Repack weight matrices into the kernel set's tiled layout, where it has one (see
+    /// `quant::packed`): faster products for a copy of the weights made at load. The mapped
+    /// pages of repacked matrices are then dropped from memory, so resident memory stays
+    /// about the file's size.
+    pub repack: bool,
+    /// How KV caches made by [`Model::new_kv_cache`] store keys and values.
+    pub kv_precision: KvPrecision,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { repack: true, kv_precision: KvPrecision::F16 }
+    }
+}
+
+/// Repacking done at load.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PackStats {
+    pub matrices: usize,
+    /// Bytes of the tiled copies.
+    pub bytes: usize,
+    pub ms: f64,
+}
+
 impl Model {
+    /// Loads with the default [`LoadOptions`], packing on the calling thread.
     pub fn load(file: Arc<GgufFile>, kernels: &'static Kernels) -> Result<Model> {
+        Self::load_with(file, kernels, LoadOptions::default(), None)
+    }
+
+    /// Loads the weights of `file`; repacking (if asked for and available) runs on `pool`.
+    pub fn load_with(
+        file: Arc<GgufFile>,
+        kernels: &'static Kernels,
+        opts: LoadOptions,
+        pool: Option<&ThreadPool>,
+    ) -> Result<Model> {
         let c = Config::from_gguf(&file)?;
+        if opts.kv_precision == KvPrecision::Int8Fp8 && c.head_dim % quant::KEY_GROUP != 0 {
+            return Err(Error::InvalidOption(format!(
+                "an int8 KV cache needs head sizes that are multiples of {}; this model's is {}",
+                quant::KEY_GROUP,
+                c.head_dim
+            )));
+        }
         let f = &*file;
         let (d, qd, kvd, ff) = (c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff);
         let token_embd = Matrix::load(f, "token_embd.weight", d, c.vocab_size)?;
@@ -119,7 +169,70 @@ impl Model {
             (0..c.rope_dim / 2).map(|i| rope.base.powf(-((2 * i) as f32) / c.rope_dim as f32)).collect()
         };
         let (inv_freq_global, inv_freq_local) = (inv_freq(c.rope_global), inv_freq(c.rope_local));
-        Ok(Model { config: c, file, kernels, token_embd, output_norm, output, layers, inv_freq_global, inv_freq_local })
+        let mut model = Model {
+            config: c,
+            file,
+            kernels,
+            token_embd,
+            output_norm,
+            output,
+            layers,
+            inv_freq_global,
+            inv_freq_local,
+            packed: PackStats::default(),
+            kv_precision: opts.kv_precision,
+        };
+        if let (true, Some(p)) = (opts.repack, kernels.packing()) {
+            model.repack(p, pool);
+        }
+        Ok(model)
+    }
+
+    /// Packs every weight matrix the kernel set can pack, releasing mapped pages as soon as
+    /// their rows are packed (peak memory: the copies plus the rows in flight).
+    fn repack(&mut self, p: &Packing, pool: Option<&ThreadPool>) {
+        let start = std::time::Instant::now();
+        let file = Arc::clone(&self.file);
+        let mut stats = PackStats::default();
+        let matrices = self
+            .layers
+            .iter_mut()
+            .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.w_gate, &mut l.w_up, &mut l.w_down]);
+        let base = file.bytes().as_ptr() as usize;
+        let release = |bytes: &[u8]| file.release(bytes.as_ptr() as usize - base, bytes.len());
+        for m in matrices.chain(std::iter::once(&mut self.output)) {
+            let run = |n: usize, f: &(dyn Fn(usize) + Sync)| match pool {
+                Some(pool) => pool.parallel_for(n, f),
+                None => (0..n).for_each(f),
+            };
+            if m.pack(file.bytes(), p, run, &release) {
+                stats.matrices += 1;
+                stats.bytes += m.packed().map_or(0, |p| p.bytes());
+                let (start, len) = m.file_range();
+                file.release(start, len);
+            }
+        }
+        stats.ms = start.elapsed().as_secs_f64() * 1e3;
+        self.packed = stats;
+    }
+
+    /// Weight bytes one decode step reads: every layer matrix and the output matrix, as stored
+    /// for the products (repacked or in the file). What decode speed is bounded by, with
+    /// the memory bandwidth, once the weights do not fit in the caches.
+    pub fn decode_weight_bytes(&self) -> usize {
+        let bytes = |m: &Matrix| m.packed().map_or(m.bytes(), |p| p.bytes());
+        let layers: usize = self
+            .layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down])
+            .map(bytes)
+            .sum();
+        layers + bytes(&self.output)
+    }
+
+    /// What repacking did at load (zeros when it did not run).
+    pub fn pack_stats(&self) -> PackStats {
+        self.packed
     }
 
     pub fn file(&self) -> &GgufFile {
@@ -136,7 +249,8 @@ impl Model {
     }
 
     pub fn new_kv_cache(&self, capacity: usize) -> KvCache {
-        KvCache::new(self.config.n_layer, self.config.kv_dim(), capacity)
+        let c = &self.config;
+        KvCache::with_precision(c.n_layer, c.kv_dim(), c.head_dim, capacity, self.kv_precision)
     }
 
     /// Runs `tokens` at positions `kv.len()..` and appends their keys and values to `kv`.
@@ -212,7 +326,10 @@ impl Model {
 
         // x[n, d] = embedding rows, read straight from the mapped table.
         let Some(dequant) = k.dequantize(self.token_embd.ty) else {
-            return Err(Error::UnsupportedTensorType { tensor: self.token_embd.name.clone(), ty: self.token_embd.ty.name().into() });
+            return Err(Error::UnsupportedTensorType {
+                tensor: self.token_embd.name.clone(),
+                ty: self.token_embd.ty.name().into(),
+            });
         };
         for (t, &tok) in tokens.iter().enumerate() {
             let row = &mut s.x[t * d..(t + 1) * d];
@@ -226,9 +343,15 @@ impl Model {
             // Attention block.
             ops::rms_norm(&s.x[..n * d], &layer.attn_norm, c.rms_eps, &mut s.xb[..n * d]);
             s.qin.invalidate();
-            self.project(pool, &mut s.qin, &layer.wq, n, &s.xb, &mut s.q);
-            self.project(pool, &mut s.qin, &layer.wk, n, &s.xb, &mut s.k);
-            self.project(pool, &mut s.qin, &layer.wv, n, &s.xb, &mut s.v);
+            for w in [&layer.wq, &layer.wk, &layer.wv] {
+                s.qin.prepare(k, w, &s.xb[..n * d], n);
+            }
+            let mut qkv = [
+                Product { w: &layer.wq, act: s.qin.for_matrix(k, &layer.wq), out: &mut s.q[..n * qd] },
+                Product { w: &layer.wk, act: s.qin.for_matrix(k, &layer.wk), out: &mut s.k[..n * kvd] },
+                Product { w: &layer.wv, act: s.qin.for_matrix(k, &layer.wv), out: &mut s.v[..n * kvd] },
+            ];
+            ops::matmul(pool, k, file, &mut qkv, n);
             if let Some(b) = &layer.bq {
                 ops::add_bias(&mut s.q[..n * qd], b);
             }
@@ -251,21 +374,56 @@ impl Model {
             self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, &s.layout.positions, rope.scale, inv_freq);
             kv.store(il, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
             let window = if local { c.sliding_window } else { None };
-            self.attention(pool, kv, il, &s.q[..n * qd], &s.layout, window, &mut s.attn[..n * qd]);
-            s.qin.invalidate();
+            let heads = attention::Heads {
+                n_head: c.n_head,
+                n_head_kv: c.n_head_kv,
+                head_dim: c.head_dim,
+                scale: c.attention_scale,
+            };
+            attention::attend(
+                pool,
+                k,
+                kv,
+                il,
+                &mut s.q[..n * qd],
+                &s.layout,
+                window,
+                heads,
+                &mut s.attn[..n * qd],
+                &mut s.attn_scratch,
+            );
             self.project(pool, &mut s.qin, &layer.wo, n, &s.attn, &mut s.proj);
             if let Some(w) = &layer.post_attn_norm {
                 ops::rms_norm_inplace(&mut s.proj[..n * d], w, c.rms_eps);
             }
             ops::add_inplace(&mut s.x[..n * d], &s.proj[..n * d]);
 
-            // Feed-forward block.
+            // Feed-forward block: gate and up in one job, each task then applying the
+            // activation to the rows it produced.
             ops::rms_norm(&s.x[..n * d], &layer.ffn_norm, c.rms_eps, &mut s.xb[..n * d]);
             s.qin.invalidate();
-            self.project(pool, &mut s.qin, &layer.w_gate, n, &s.xb, &mut s.gate);
-            self.project(pool, &mut s.qin, &layer.w_up, n, &s.xb, &mut s.up);
-            glu(pool, c.activation, &mut s.gate[..n * ff], &s.up[..n * ff]);
-            s.qin.invalidate();
+            s.qin.prepare(k, &layer.w_gate, &s.xb[..n * d], n);
+            s.qin.prepare(k, &layer.w_up, &s.xb[..n * d], n);
+            let (gate_ptr, up_ptr) = (SharedMut::new(s.gate.as_mut_ptr()), SharedMut::new(s.up.as_mut_ptr()));
+            let activation = c.activation;
+            let glu_rows = move |r0: usize, r1: usize| {
+                for t in 0..n {
+                    // SAFETY: rows r0..r1 of every token belong to the calling task alone, and
+                    // the gate and up buffers hold n * ff values (sized by `reserve`).
+                    let (g, u) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(gate_ptr.get().add(t * ff + r0), r1 - r0),
+                            std::slice::from_raw_parts(up_ptr.get().add(t * ff + r0), r1 - r0),
+                        )
+                    };
+                    glu(activation, g, u);
+                }
+            };
+            let mut gate_up = [
+                Product { w: &layer.w_gate, act: s.qin.for_matrix(k, &layer.w_gate), out: &mut s.gate[..n * ff] },
+                Product { w: &layer.w_up, act: s.qin.for_matrix(k, &layer.w_up), out: &mut s.up[..n * ff] },
+            ];
+            ops::matmul_then(pool, k, file, &mut gate_up, n, Some(&glu_rows));
             self.project(pool, &mut s.qin, &layer.w_down, n, &s.gate, &mut s.proj);
             if let Some(w) = &layer.post_ffn_norm {
                 ops::rms_norm_inplace(&mut s.proj[..n * d], w, c.rms_eps);
@@ -280,20 +438,26 @@ impl Model {
             Logits::All => (0, n),
         };
         ops::rms_norm(&s.x[first * d..(first + rows) * d], &self.output_norm, c.rms_eps, &mut s.xb[..rows * d]);
-        s.qin.invalidate();
-        let act = s.qin.get(k, self.output.ty.activation_type(), &s.xb[..rows * d], rows, d);
         s.logits.resize(rows * c.vocab_size, 0.0);
-        ops::matmul(pool, k, file, &self.output, act, rows, &mut s.logits);
+        self.project(pool, &mut s.qin, &self.output, rows, &s.xb, &mut s.logits);
         s.logits_rows = rows;
         Ok(())
     }
 
-    /// out = W · input for the `n` rows of `input` (input quantized once per format, see
-    /// [`QuantizedInput`]).
-    #[allow(clippy::too_many_arguments)]
-    fn project(&self, pool: &ThreadPool, qin: &mut QuantizedInput, w: &Matrix, n: usize, input: &[f32], out: &mut [f32]) {
-        let act = qin.get(self.kernels, w.ty.activation_type(), &input[..n * w.cols], n, w.cols);
-        ops::matmul(pool, self.kernels, self.file.bytes(), w, act, n, &mut out[..n * w.rows]);
+    /// out = W · input for the `n` rows of `input`, as one parallel job.
+    fn project(
+        &self,
+        pool: &ThreadPool,
+        qin: &mut QuantizedInput,
+        w: &Matrix,
+        n: usize,
+        input: &[f32],
+        out: &mut [f32],
+    ) {
+        qin.invalidate();
+        qin.prepare(self.kernels, w, &input[..n * w.cols], n);
+        let act = qin.for_matrix(self.kernels, w);
+        ops::matmul(pool, self.kernels, self.file.bytes(), &mut [Product { w, act, out: &mut out[..n * w.rows] }], n);
     }
 
     /// Rotary position embedding of `n_heads` heads per row; row t sits at `positions[t]`.
@@ -327,165 +491,18 @@ impl Model {
             }
         });
     }
-
-    /// Causal (optionally sliding-window) attention of the batch's query rows over the cache
-    /// of layer `il`: query t sees the cached positions and the batch keys `layout` lists for
-    /// it, in position order. One task per (head, token); a query's result does not depend on
-    /// the other queries in the batch.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
-        &self,
-        pool: &ThreadPool,
-        kv: &KvCache,
-        il: usize,
-        q: &[f32],
-        layout: &BatchLayout,
-        window: Option<usize>,
-        out: &mut [f32],
-    ) {
-        let c = &self.config;
-        let (hd, nh) = (c.head_dim, c.n_head);
-        let n = layout.positions.len();
-        let group = c.n_head / c.n_head_kv;
-        let kvd = c.kv_dim();
-        let slots = layout.pos0 + n;
-        let keys = kv.keys(il, slots);
-        let values = kv.values(il, slots);
-        let scale = c.attention_scale;
-        let (f16_dot, f16_axpy) = (self.kernels.f16_dot(), self.kernels.f16_axpy());
-        let out_ptr = SharedMut::new(out.as_mut_ptr());
-        pool.parallel_for(nh * n, &|task| {
-            let (t, h) = (task / nh, task % nh);
-            let p = layout.positions[t];
-            let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
-            let visible = layout.visible_slots(t, lo);
-            let g = h / group;
-            let qh = &q[t * nh * hd + h * hd..][..hd];
-            SCORES.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                let count = visible.len();
-                buf.resize(count + hd, 0.0);
-                let (scores, acc) = buf.split_at_mut(count);
-                for (j, sc) in visible.clone().zip(scores.iter_mut()) {
-                    *sc = f16_dot(&keys[j * kvd + g * hd..][..hd], qh) * scale;
-                }
-                ops::softmax(scores);
-                acc.iter_mut().for_each(|a| *a = 0.0);
-                for (j, &w) in visible.zip(scores.iter()) {
-                    f16_axpy(w, &values[j * kvd + g * hd..][..hd], acc);
-                }
-                // SAFETY: each (t, h) task writes its own hd-sized slice.
-                let o = unsafe { std::slice::from_raw_parts_mut(out_ptr.get().add(t * nh * hd + h * hd), hd) };
-                o.copy_from_slice(acc);
-            });
-        });
-    }
-}
-
-/// Where the tokens of one pass sit: their positions and, for a token tree, which batch slots
-/// each may see. Rebuilt per pass into buffers that only grow.
-#[derive(Default)]
-struct BatchLayout {
-    /// KV slot of the first batch token (= the cached length).
-    pos0: usize,
-    /// Position of each batch token (its rotary position and its place in the sequence).
-    positions: Vec<usize>,
-    /// Tree passes only: for token t, `ancestors[starts[t]..starts[t + 1]]` are the batch
-    /// indices of its ancestors and itself, ascending.
-    ancestors: Vec<usize>,
-    starts: Vec<usize>,
-    is_tree: bool,
-}
-
-impl BatchLayout {
-    fn build(&mut self, pos0: usize, n: usize, tree: Option<&[Option<usize>]>) {
-        self.pos0 = pos0;
-        self.positions.clear();
-        self.ancestors.clear();
-        self.starts.clear();
-        self.is_tree = tree.is_some();
-        let Some(parents) = tree else {
-            self.positions.extend(pos0..pos0 + n);
-            return;
-        };
-        self.starts.push(0);
-        for (i, parent) in parents.iter().enumerate() {
-            // A parent's list is complete before its children's (parents come first).
-            let begin = self.ancestors.len();
-            if let Some(p) = *parent {
-                let (s, e) = (self.starts[p], self.starts[p + 1]);
-                self.ancestors.extend_from_within(s..e);
-            }
-            self.ancestors.push(i);
-            self.starts.push(self.ancestors.len());
-            self.positions.push(pos0 + (self.ancestors.len() - begin) - 1);
-        }
-    }
-
-    /// KV slots query `t` attends to, ascending: cached slots from `lo` on (slot = position
-    /// there), then the batch slots of its ancestors and itself at positions ≥ `lo`.
-    fn visible_slots(&self, t: usize, lo: usize) -> VisibleSlots<'_> {
-        let cached = lo.min(self.pos0)..self.pos0;
-        if !self.is_tree {
-            return VisibleSlots { cached: lo.min(self.pos0 + t + 1)..self.pos0 + t + 1, batch: &[], layout: self, lo };
-        }
-        VisibleSlots { cached, batch: &self.ancestors[self.starts[t]..self.starts[t + 1]], layout: self, lo }
-    }
-}
-
-/// Iterator over the KV slots one query sees (see [`BatchLayout::visible_slots`]).
-#[derive(Clone)]
-struct VisibleSlots<'a> {
-    cached: std::ops::Range<usize>,
-    batch: &'a [usize],
-    layout: &'a BatchLayout,
-    lo: usize,
-}
-
-impl VisibleSlots<'_> {
-    fn len(&self) -> usize {
-        self.cached.len() + self.batch.iter().filter(|&&j| self.layout.positions[j] >= self.lo).count()
-    }
-}
-
-impl Iterator for VisibleSlots<'_> {
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        if let Some(j) = self.cached.next() {
-            return Some(j);
-        }
-        while let Some((&j, rest)) = self.batch.split_first() {
-            self.batch = rest;
-            if self.layout.positions[j] >= self.lo {
-                return Some(self.layout.pos0 + j);
-            }
-        }
-        None
-    }
 }
 
 thread_local! {
-    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static ROPE_TABLE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// gate = act(gate) * up, split across the pool by chunks.
-fn glu(pool: &ThreadPool, act: Activation, gate: &mut [f32], up: &[f32]) {
-    const CHUNK: usize = 4096;
-    let n_tasks = gate.len().div_ceil(CHUNK);
-    let len = gate.len();
-    let g = SharedMut::new(gate.as_mut_ptr());
-    pool.parallel_for(n_tasks, &|i| {
-        let s = i * CHUNK;
-        let e = (s + CHUNK).min(len);
-        // SAFETY: chunks are disjoint.
-        let gs = unsafe { std::slice::from_raw_parts_mut(g.get().add(s), e - s) };
-        match act {
-            Activation::Silu => gs.iter_mut().zip(&up[s..e]).for_each(|(a, &b)| *a = ops::silu(*a) * b),
-            Activation::GeluTanh => gs.iter_mut().zip(&up[s..e]).for_each(|(a, &b)| *a = ops::gelu_tanh(*a) * b),
-        }
-    });
+/// gate = act(gate) * up, element by element.
+fn glu(act: Activation, gate: &mut [f32], up: &[f32]) {
+    match act {
+        Activation::Silu => gate.iter_mut().zip(up).for_each(|(a, &b)| *a = ops::silu(*a) * b),
+        Activation::GeluTanh => gate.iter_mut().zip(up).for_each(|(a, &b)| *a = ops::gelu_tanh(*a) * b),
+    }
 }
 
 /// Activation buffers of one forward pass, grown to the largest batch seen and then reused.
@@ -502,6 +519,7 @@ pub struct Scratch {
     up: Vec<f32>,
     qin: QuantizedInput,
     layout: BatchLayout,
+    attn_scratch: attention::Scratch,
     logits: Vec<f32>,
     logits_rows: usize,
 }
@@ -543,11 +561,9 @@ impl Scratch {
         let start = vocab * (rows - 1);
         &mut self.logits[start..]
     }
-
 }
 
 /// Kernels in use unless the engine is told otherwise.
 pub fn default_kernels() -> &'static Kernels {
     quant::kernels()
 }
-

@@ -1,5 +1,6 @@
 //! Element-wise and reduction kernels of the forward pass, and the threaded matrix product.
 
+use crate::quant::packed::PackedAct;
 use crate::quant::{GgmlType, Kernels};
 use crate::runtime::ThreadPool;
 
@@ -73,20 +74,6 @@ fn gelu_table() -> &'static [half::f16] {
     })
 }
 
-/// Softmax in place over `x`.
-pub fn softmax(x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    let inv = 1.0 / sum;
-    for v in x.iter_mut() {
-        *v *= inv;
-    }
-}
-
 /// Raw pointer that tasks on different threads write through at disjoint indices.
 #[derive(Clone, Copy)]
 pub struct SharedMut<T>(*mut T);
@@ -105,7 +92,7 @@ impl<T> SharedMut<T> {
     }
 }
 
-/// Quantized copies of one activation matrix, one per activation format asked for, so that
+/// Quantized copies of one activation matrix, one per activation layout asked for, so that
 /// q/k/v (or gate/up) projections of the same input quantize it once. Buffers are kept between
 /// inputs: no allocation once they have grown to the largest batch.
 #[derive(Default)]
@@ -113,8 +100,15 @@ pub struct QuantizedInput {
     slots: Vec<Slot>,
 }
 
+/// An activation layout: a ggml format, or the layout a kernel set's packed kernels read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    Ggml(GgmlType),
+    Packed(PackedAct),
+}
+
 struct Slot {
-    act: GgmlType,
+    layout: Layout,
     valid: bool,
     len: usize,
     words: Vec<u32>,
@@ -126,33 +120,60 @@ impl QuantizedInput {
         self.slots.iter_mut().for_each(|s| s.valid = false);
     }
 
-    /// The bytes of `x` (`n_rows` rows of `cols`) in activation format `act`, quantized on the
-    /// first request since the last `invalidate`.
-    pub fn get(&mut self, kernels: &Kernels, act: GgmlType, x: &[f32], n_rows: usize, cols: usize) -> &[u8] {
-        let row_bytes = act.row_bytes(cols);
+    /// Quantizes `x` (`n_rows` rows of `cols`) for the products of `w`, unless this input is
+    /// already there in the layout `w` needs.
+    pub fn prepare(&mut self, kernels: &Kernels, w: &Matrix, x: &[f32], n_rows: usize) {
+        let cols = w.cols;
+        let (layout, row_bytes) = match (w.packed(), kernels.packing()) {
+            (Some(_), Some(p)) => {
+                let Some(act) = (p.act)(w.ty) else { return };
+                (Layout::Packed(act), act.row_bytes(cols).unwrap_or(0))
+            }
+            _ => (Layout::Ggml(w.ty.activation_type()), w.ty.activation_type().row_bytes(cols)),
+        };
         let len = row_bytes * n_rows;
-        let idx = match self.slots.iter().position(|s| s.act == act) {
+        let idx = match self.slots.iter().position(|s| s.layout == layout) {
             Some(i) => i,
             None => {
-                self.slots.push(Slot { act, valid: false, len: 0, words: Vec::new() });
+                self.slots.push(Slot { layout, valid: false, len: 0, words: Vec::new() });
                 self.slots.len() - 1
             }
         };
         let slot = &mut self.slots[idx];
-        if !slot.valid || slot.len != len {
-            if slot.words.len() * 4 < len {
-                slot.words.resize(len.div_ceil(4), 0);
-            }
-            if let Some(quantize) = kernels.quantize(act) {
-                let bytes = bytes_of_mut(&mut slot.words, len);
-                for (xr, out) in x.chunks_exact(cols).zip(bytes.chunks_exact_mut(row_bytes)).take(n_rows) {
-                    quantize(xr, out);
+        if slot.valid && slot.len == len {
+            return;
+        }
+        if slot.words.len() * 4 < len {
+            slot.words.resize(len.div_ceil(4), 0);
+        }
+        let bytes = bytes_of_mut(&mut slot.words, len);
+        let rows = x.chunks_exact(cols).zip(bytes.chunks_exact_mut(row_bytes.max(1))).take(n_rows);
+        match layout {
+            Layout::Packed(_) => {
+                if let Some(p) = kernels.packing() {
+                    rows.for_each(|(xr, out)| (p.quantize_act)(w.ty, xr, out));
                 }
             }
-            slot.valid = true;
-            slot.len = len;
+            Layout::Ggml(act) => {
+                if let Some(quantize) = kernels.quantize(act) {
+                    rows.for_each(|(xr, out)| quantize(xr, out));
+                }
+            }
         }
-        bytes_of(&self.slots[idx].words, len)
+        slot.valid = true;
+        slot.len = len;
+    }
+
+    /// The quantized input for `w`, as [`prepare`](Self::prepare) left it (empty if it did not).
+    pub fn for_matrix(&self, kernels: &Kernels, w: &Matrix) -> &[u8] {
+        let layout = match (w.packed(), kernels.packing().and_then(|p| (p.act)(w.ty))) {
+            (Some(_), Some(act)) => Layout::Packed(act),
+            _ => Layout::Ggml(w.ty.activation_type()),
+        };
+        match self.slots.iter().find(|s| s.layout == layout && s.valid) {
+            Some(s) => bytes_of(&s.words, s.len),
+            None => &[],
+        }
     }
 }
 
@@ -166,56 +187,181 @@ fn bytes_of_mut(words: &mut [u32], len: usize) -> &mut [u8] {
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, len.min(words.len() * 4)) }
 }
 
-/// Rows of the weight handled by one task.
+/// Rows of the weight handled by one task on ggml's layout.
 const ROWS_PER_TASK: usize = 16;
 
-/// Tokens per tile when several tokens go through a weight at once (prefill).
+/// Tokens per tile when several tokens go through a weight at once (prefill): their
+/// activations stay in the core's L2 while a task's weight rows are swept over them.
 const TOKENS_PER_TILE: usize = 32;
 
-/// out[t * w.rows + r] = W[r] · x[t] for `n_tok` tokens, whose activations `act` are already in
-/// `w.ty.activation_type()` format. Rows are split into tasks; each task keeps its weight rows hot
-/// in cache while it walks over the tokens. One token goes through the GEMV kernel; several go
-/// through the GEMM kernel a tile of tokens at a time, so each weight block is decoded once per tile.
-pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], w: &Matrix, act: &[u8], n_tok: usize, out: &mut [f32]) {
-    let Some(mat_vec) = kernels.mat_vec(w.ty) else { return };
-    let mat_mat = if n_tok > 1 { kernels.mat_mat(w.ty) } else { None };
-    let act_row = w.ty.activation_type().row_bytes(w.cols);
-    if act.len() < act_row * n_tok || out.len() < w.rows * n_tok {
+/// Tasks per thread on the packed layout: enough that a thread finishing early waits little,
+/// few enough that large matrices are read in long contiguous runs.
+const TASKS_PER_THREAD: usize = 32;
+
+/// One matrix product of a parallel job: `out[t * w.rows + r] = W[r] · x[t]` for `n_tok`
+/// tokens, `act` being `x` quantized by [`QuantizedInput`] for `w`.
+pub struct Product<'a> {
+    pub w: &'a Matrix,
+    pub act: &'a [u8],
+    pub out: &'a mut [f32],
+}
+
+/// How one product is cut into tasks of whole rows.
+#[derive(Clone, Copy)]
+struct Split {
+    rows_per_task: usize,
+    tasks: usize,
+}
+
+impl Split {
+    fn new(w: &Matrix, threads: usize) -> Split {
+        let rows_per_task = match w.packed() {
+            Some(p) => {
+                let unit = p.tile_rows;
+                (w.rows / (threads * TASKS_PER_THREAD)).max(unit) / unit * unit
+            }
+            None => ROWS_PER_TASK,
+        };
+        Split { rows_per_task, tasks: w.rows.div_ceil(rows_per_task) }
+    }
+}
+
+/// Runs products of the same tokens as one parallel job (one wait for all). A product whose
+/// buffers are too short for its matrix is skipped. Rows are split across tasks, never the
+/// reduction: every output is computed whole by one kernel call, so results do not depend on
+/// the thread count.
+pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], products: &mut [Product], n_tok: usize) {
+    matmul_then(pool, kernels, file, products, n_tok, None::<&(dyn Fn(usize, usize) + Sync)>)
+}
+
+/// As [`matmul`] for two products over the same rows (gate and up), each task then calling
+/// `then(r0, r1)` once both have rows `r0..r1` of every token (to combine them in place).
+pub fn matmul_then(
+    pool: &ThreadPool,
+    kernels: &Kernels,
+    file: &[u8],
+    products: &mut [Product],
+    n_tok: usize,
+    then: Option<&(dyn Fn(usize, usize) + Sync)>,
+) {
+    const MAX: usize = 4;
+    if products.is_empty() || products.len() > MAX || n_tok == 0 {
         return;
     }
-    let out_ptr = SharedMut::new(out.as_mut_ptr());
-    let rows = w.rows;
-    let cols = w.cols;
-    let n_tasks = rows.div_ceil(ROWS_PER_TASK);
-    pool.parallel_for(n_tasks, &|task| {
-        let r0 = task * ROWS_PER_TASK;
-        let r1 = (r0 + ROWS_PER_TASK).min(rows);
-        let n_rows = r1 - r0;
-        let weights = w.rows(file, r0, r1);
-        let o = out_ptr;
-        if let Some(mat_mat) = mat_mat {
-            // The tile is token-major with a stride of ROWS_PER_TASK, then copied to its place.
-            let mut tile = [0f32; ROWS_PER_TASK * TOKENS_PER_TILE];
-            let mut t0 = 0;
-            while t0 < n_tok {
-                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
-                let a = &act[t0 * act_row..t1 * act_row];
-                mat_mat(cols, weights, n_rows, a, t1 - t0, &mut tile, ROWS_PER_TASK);
-                for t in t0..t1 {
-                    let src = &tile[(t - t0) * ROWS_PER_TASK..(t - t0) * ROWS_PER_TASK + n_rows];
-                    // SAFETY: row ranges are disjoint across tasks; out holds n_tok * rows (checked above).
-                    let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n_rows) };
-                    dst.copy_from_slice(src);
-                }
-                t0 = t1;
-            }
+    let threads = pool.threads();
+    let mut jobs: [Option<Job>; MAX] = [None; MAX];
+    for (j, p) in products.iter_mut().enumerate() {
+        let act_row = match p.w.packed() {
+            Some(m) => kernels.packing().and_then(|k| k.act_row_bytes(m.ty, m.cols)),
+            None => Some(p.w.ty.activation_type().row_bytes(p.w.cols)),
+        };
+        let Some(act_row) = act_row else { continue };
+        if p.act.len() < act_row * n_tok || p.out.len() < p.w.rows * n_tok {
+            continue;
+        }
+        jobs[j] = Some(Job { act_row, split: Split::new(p.w, threads), out: SharedMut::new(p.out.as_mut_ptr()) });
+    }
+    // With a combining step every product shares the first one's row split.
+    if then.is_some() {
+        let (Some(first), rows) = (jobs[0], products[0].w.rows) else { return };
+        if products.iter().any(|p| p.w.rows != rows) || jobs[..products.len()].iter().any(Option::is_none) {
             return;
         }
-        for t in 0..n_tok {
-            let a = &act[t * act_row..(t + 1) * act_row];
-            // SAFETY: row ranges are disjoint across tasks; out holds n_tok * rows (checked above).
-            let dst = unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n_rows) };
-            mat_vec(cols, weights, a, dst);
+        jobs.iter_mut().flatten().for_each(|j| j.split = first.split);
+    }
+    let tasks: usize = match then {
+        Some(_) => jobs[0].map_or(0, |j| j.split.tasks),
+        None => jobs.iter().flatten().map(|j| j.split.tasks).sum(),
+    };
+    let products = &*products;
+    pool.parallel_for(tasks, &|task| {
+        if let Some(then) = then {
+            let (mut r0, mut r1) = (0, 0);
+            for (p, job) in products.iter().zip(&jobs) {
+                if let Some(job) = job {
+                    (r0, r1) = job.rows(p.w, task);
+                    run_task(kernels, file, p, job, n_tok, r0, r1);
+                }
+            }
+            then(r0, r1);
+            return;
+        }
+        let mut t = task;
+        for (p, job) in products.iter().zip(&jobs) {
+            let Some(job) = job else { continue };
+            if t < job.split.tasks {
+                let (r0, r1) = job.rows(p.w, t);
+                run_task(kernels, file, p, job, n_tok, r0, r1);
+                return;
+            }
+            t -= job.split.tasks;
         }
     });
+}
+
+/// A product's checked sizes and row split, shared by its tasks.
+#[derive(Clone, Copy)]
+struct Job {
+    act_row: usize,
+    split: Split,
+    out: SharedMut<f32>,
+}
+
+impl Job {
+    fn rows(&self, w: &Matrix, task: usize) -> (usize, usize) {
+        let r0 = task * self.split.rows_per_task;
+        (r0, (r0 + self.split.rows_per_task).min(w.rows))
+    }
+}
+
+/// Rows `r0..r1` of one product for every token.
+fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize, r0: usize, r1: usize) {
+    let (rows, cols, o) = (p.w.rows, p.w.cols, job.out);
+    let act = |t0: usize, t1: usize| &p.act[t0 * job.act_row..t1 * job.act_row];
+    // SAFETY (all writes below): tasks own disjoint row ranges; out holds n_tok * rows (checked).
+    let dst = |t: usize, r0: usize, n: usize| unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n) };
+    if let Some(m) = p.w.packed() {
+        if n_tok == 1 {
+            (m.kernel)(cols, m.tiles_for_rows(r0, r1), r1 - r0, act(0, 1), 1, dst(0, r0, r1 - r0), r1 - r0);
+            return;
+        }
+        // Several tokens: a few tiles at a time into a local tile, then copied to place.
+        const ROWS: usize = 64;
+        let mut tile = [0f32; ROWS * TOKENS_PER_TILE];
+        let step = (ROWS / m.tile_rows).max(1) * m.tile_rows;
+        for g0 in (r0..r1).step_by(step) {
+            let g1 = (g0 + step).min(r1);
+            for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
+                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
+                (m.kernel)(cols, m.tiles_for_rows(g0, g1), g1 - g0, act(t0, t1), t1 - t0, &mut tile, ROWS);
+                for t in t0..t1 {
+                    dst(t, g0, g1 - g0).copy_from_slice(&tile[(t - t0) * ROWS..(t - t0) * ROWS + g1 - g0]);
+                }
+            }
+        }
+        return;
+    }
+    let weights = p.w.rows(file, r0, r1);
+    let n_rows = r1 - r0;
+    match kernels.mat_mat(p.w.ty).filter(|_| n_tok > 1) {
+        Some(mat_mat) => {
+            // The tile is token-major with a stride of ROWS_PER_TASK, then copied to its place.
+            let mut tile = [0f32; ROWS_PER_TASK * TOKENS_PER_TILE];
+            for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
+                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
+                mat_mat(cols, weights, n_rows, act(t0, t1), t1 - t0, &mut tile, ROWS_PER_TASK);
+                for t in t0..t1 {
+                    dst(t, r0, n_rows)
+                        .copy_from_slice(&tile[(t - t0) * ROWS_PER_TASK..(t - t0) * ROWS_PER_TASK + n_rows]);
+                }
+            }
+        }
+        None => {
+            if let Some(mat_vec) = kernels.mat_vec(p.w.ty) {
+                for t in 0..n_tok {
+                    mat_vec(cols, weights, act(t, t + 1), dst(t, r0, n_rows));
+                }
+            }
+        }
+    }
 }

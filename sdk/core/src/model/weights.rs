@@ -1,11 +1,15 @@
 //! Views of the model's tensors inside the mapped file, checked once at load.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
+use crate::quant::packed::{PackedMatrix, Packing};
 use crate::quant::{kernels, GgmlType};
 
 /// A weight matrix of `rows` outputs by `cols` inputs, row-major as ggml stores it
-/// (`dims = [cols, rows]`). Only the location is kept; bytes come from the mapped file.
+/// (`dims = [cols, rows]`). The location in the mapped file is kept; products read either
+/// those bytes or, once [`Matrix::pack`] has run, a copy in the kernel set's tiled layout.
 #[derive(Debug, Clone)]
 pub struct Matrix {
     pub name: String,
@@ -14,6 +18,7 @@ pub struct Matrix {
     pub cols: usize,
     offset: usize,
     row_bytes: usize,
+    packed: Option<Arc<PackedMatrix>>,
 }
 
 impl Matrix {
@@ -45,7 +50,38 @@ impl Matrix {
             cols,
             offset: t.offset as usize,
             row_bytes: t.ty.row_bytes(cols),
+            packed: None,
         })
+    }
+
+    /// Builds the tiled copy products will use from now on; false (nothing changes) when `p`
+    /// does not pack this type or shape. `parallel_for` spreads the tiles over threads;
+    /// `consumed` gets each run of file bytes once it has been packed.
+    pub fn pack(
+        &mut self,
+        file: &[u8],
+        p: &Packing,
+        parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
+        consumed: &(dyn Fn(&[u8]) + Sync),
+    ) -> bool {
+        let src = self.rows(file, 0, self.rows);
+        match PackedMatrix::pack(p, self.ty, self.rows, self.cols, src, parallel_for, consumed) {
+            Some(m) => {
+                self.packed = Some(Arc::new(m));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The tiled copy, if the matrix has been packed.
+    pub fn packed(&self) -> Option<&PackedMatrix> {
+        self.packed.as_deref()
+    }
+
+    /// Byte range of the matrix in the file: `(start, len)`.
+    pub fn file_range(&self) -> (usize, usize) {
+        (self.offset, self.bytes())
     }
 
     /// Bytes of row `r` (`file` is the bytes of the file it was loaded from).

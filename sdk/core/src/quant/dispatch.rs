@@ -11,8 +11,9 @@ use std::sync::OnceLock;
 use half::{bf16, f16};
 
 use super::blocks::*;
+use super::packed::Packing;
 use super::reference as r;
-use super::{DequantizeFn, GgmlType, MatMatFn, MatVecFn, QuantizeFn, VecDotFn};
+use super::{AttnChunkFn, DequantizeFn, GgmlType, KvHeadRows, MatMatFn, MatVecFn, QuantizeFn, VecDotFn};
 
 /// One slot per `GgmlType`.
 const N_TYPES: usize = 11;
@@ -38,7 +39,7 @@ const fn slot(t: GgmlType) -> usize {
 /// [`reference_kernels`] and [`available_kernels`], which hand out a SIMD set only after
 /// checking the CPU supports it: that is what makes its safe function pointers sound.
 pub struct Kernels {
-    /// Instruction set name: `"reference"`, `"avx2"` or `"neon"`.
+    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"` or `"neon"`.
     pub isa: &'static str,
     dot: [Option<VecDotFn>; N_TYPES],
     mat_vec: [Option<MatVecFn>; N_TYPES],
@@ -47,6 +48,8 @@ pub struct Kernels {
     deq: [Option<DequantizeFn>; N_TYPES],
     f16_dot: fn(&[f16], &[f32]) -> f32,
     f16_axpy: fn(f32, &[f16], &mut [f32]),
+    attn_chunk: AttnChunkFn,
+    packing: Option<&'static Packing>,
 }
 
 impl Kernels {
@@ -86,6 +89,16 @@ impl Kernels {
     /// One row of `w` -> f32 (all types, activation formats included).
     pub fn dequantize(&self, w: GgmlType) -> Option<DequantizeFn> {
         self.deq[slot(w)]
+    }
+
+    /// Attention of one KV head's query heads over a chunk of cache rows.
+    pub fn attn_chunk(&self) -> AttnChunkFn {
+        self.attn_chunk
+    }
+
+    /// The repacked-weight layout and kernels of this set, if it has them.
+    pub fn packing(&self) -> Option<&'static Packing> {
+        self.packing
     }
 }
 
@@ -378,18 +391,69 @@ static REFERENCE: Kernels = {
         deq: DEQUANTIZE,
         f16_dot: r::vec_dot_f16_f32,
         f16_axpy: r::axpy_f16_f32,
+        attn_chunk: |q, heads, rows, slots, scale, scores, out| {
+            if attn_chunk_ok(q, heads, rows, slots, scores, out) {
+                r::attn_chunk(q, heads, rows, slots, scale, scores, out)
+            }
+        },
+        packing: None,
     }
 };
+
+/// Whether an [`AttnChunkFn`] call's buffers have the sizes it reads and writes.
+fn attn_chunk_ok(q: &[f32], heads: usize, rows: KvHeadRows<'_>, slots: &[u32], scores: &[f32], out: &[f32]) -> bool {
+    if heads == 0 || q.is_empty() || q.len() % heads != 0 {
+        return false;
+    }
+    let hd = q.len() / heads;
+    // Elements (or scales) `stride * slot + width` must fit in `len` for every slot.
+    let fits = |stride: usize, width: usize, len: usize| {
+        slots
+            .iter()
+            .all(|&s| (s as usize).checked_mul(stride).and_then(|o| o.checked_add(width)).is_some_and(|end| end <= len))
+    };
+    let rows_ok = match rows {
+        KvHeadRows::F16 { keys, values, stride } => fits(stride, hd, keys.len().min(values.len())),
+        KvHeadRows::Int8Fp8 {
+            keys,
+            key_scales,
+            values,
+            value_scales,
+            stride,
+            key_scale_stride,
+            value_scale_stride,
+        } => {
+            hd % super::KEY_GROUP == 0
+                && fits(stride, hd, keys.len().min(values.len()))
+                && fits(key_scale_stride, hd / super::KEY_GROUP, key_scales.len())
+                && fits(value_scale_stride, 1, value_scales.len())
+        }
+    };
+    heads.checked_mul(slots.len()).is_some_and(|need| scores.len() >= need)
+        && heads.checked_mul(hd + 2).is_some_and(|need| out.len() >= need)
+        && rows_ok
+}
 
 /// A SIMD kernel set: byte-level wrappers over `crate::quant::$simd` and its table. The
 /// `unsafe` calls are sound because the table is handed out only by `$detect`, which checks the
 /// CPU features the module's functions are compiled for. `$special` lists dedicated `mat_mat`
-/// kernels that replace the per-token loop over `mat_vec`.
+/// kernels that replace the per-token loop over `mat_vec`; `$packing` the set's repacked layout.
 macro_rules! simd_set {
-    ($fns:ident, $table:ident, $simd:ident, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }) => {
+    ($fns:ident, $table:ident, $($simd:ident)::+, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }, $packing:expr) => {
+        simd_set!($fns, $table, $($simd)::+, $isa, { $($special => $sfn),* }, $packing,
+            |q, heads, rows, slots, scale, scores, out| {
+                if attn_chunk_ok(q, heads, rows, slots, scores, out) {
+                    // SAFETY: the table is handed out after checking the CPU.
+                    let dot = |x: &[f16], y: &[f32]| unsafe { crate::quant::$($simd)::+::vec_dot_f16_f32(x, y) };
+                    let axpy = |a: f32, x: &[f16], y: &mut [f32]| unsafe { crate::quant::$($simd)::+::axpy_f16_f32(a, x, y) };
+                    r::attn_chunk_rows(dot, axpy, q, heads, rows, slots, scale, scores, out)
+                }
+            });
+    };
+    ($fns:ident, $table:ident, $($simd:ident)::+, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }, $packing:expr, $attn:expr) => {
         mod $fns {
             use super::*;
-            use crate::quant::$simd as simd;
+            use crate::quant::$($simd)::+ as simd;
 
             byte_fns! {
                 dot {
@@ -460,8 +524,10 @@ macro_rules! simd_set {
                     F32 => reference_fns::quant_f32, Q8_0 => quant_q8_0, Q8_1 => quant_q8_1, Q8_K => quant_q8_k,
                 },
                 deq: DEQUANTIZE,
-                f16_dot: |x, y| unsafe { crate::quant::$simd::vec_dot_f16_f32(x, y) },
-                f16_axpy: |a, x, y| unsafe { crate::quant::$simd::axpy_f16_f32(a, x, y) },
+                f16_dot: |x, y| unsafe { crate::quant::$($simd)::+::vec_dot_f16_f32(x, y) },
+                f16_axpy: |a, x, y| unsafe { crate::quant::$($simd)::+::axpy_f16_f32(a, x, y) },
+                attn_chunk: $attn,
+                packing: $packing,
             }
         };
     };
@@ -471,7 +537,7 @@ macro_rules! simd_set {
 #[cfg(target_arch = "x86_64")]
 mod avx2_mat_mat {
     use super::*;
-    use crate::quant::x86 as simd;
+    use crate::quant::x86::avx2 as simd;
 
     byte_fns! {
         dot {}
@@ -490,13 +556,110 @@ mod avx2_mat_mat {
 }
 
 #[cfg(target_arch = "x86_64")]
-simd_set!(avx2_fns, AVX2, x86, "avx2", {
+simd_set!(avx2_fns, AVX2, x86::avx2, "avx2", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
+}, None);
+
+// The AVX-512 set: VNNI kernels on 16-row tiles when weights are repacked; on ggml's layout
+// (repacking off) the AVX2 kernels, which every AVX-512 CPU runs.
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
+    Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
+    Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
+}, Some(&avx512_packed::PACKING), |q, heads, rows, slots, scale, scores, out| {
+    if attn_chunk_ok(q, heads, rows, slots, scores, out) {
+        // SAFETY: CPU features checked before this table is handed out; sizes just above.
+        unsafe { crate::quant::x86::avx512_attn::attn_chunk(q, heads, rows, slots, scale, scores, out) }
+    }
 });
 
+/// Safe wrappers of the AVX-512 packed kernels. Sound because [`AVX512`] (the only table that
+/// points here) is handed out after checking the CPU, and [`packed_mat_mat_bytes`] checks the
+/// extents the kernels read and write.
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+mod avx512_packed {
+    use super::*;
+    use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
+    use crate::quant::x86::{avx512 as k, tile16};
+
+    pub static PACKING: Packing = Packing {
+        layout: "x86-vnni-16",
+        tile_rows: tile16::ROWS,
+        tile_bytes: tile16::tile_bytes,
+        pack_tile: tile16::pack_tile,
+        act: PackedAct::of,
+        quantize_act,
+        mat_mat,
+    };
+
+    fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) {
+        let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
+        let Some(out) = out.get_mut(..need) else { return };
+        match PackedAct::of(ty) {
+            Some(PackedAct::Q8x32) => quantize_q8x32(x, out, avx512_fns::quant_q8_1),
+            Some(PackedAct::Q8xK) => quantize_q8xk(x, out, avx512_fns::quant_q8_k),
+            None => {}
+        }
+    }
+
+    macro_rules! wrappers {
+        ($($name:ident => $kernel:path, $ty:ident;)*) => {
+            $(fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+                if packed_mat_mat_bytes(&PACKING, GgmlType::$ty, cols, tiles, n_rows, act, n_tok, out, stride) {
+                    // SAFETY: CPU features checked before this table is handed out; extents above.
+                    unsafe { $kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
+                }
+            })*
+
+            fn mat_mat(ty: GgmlType) -> Option<PackedMatMatFn> {
+                match ty {
+                    $(GgmlType::$ty => Some($name),)*
+                    _ => None,
+                }
+            }
+        };
+    }
+
+    wrappers! {
+        mm_q4_0 => k::mat_mat_q4_0, Q4_0;
+        mm_q4_1 => k::mat_mat_q4_1, Q4_1;
+        mm_q5_0 => k::mat_mat_q5_0, Q5_0;
+        mm_q8_0 => k::mat_mat_q8_0, Q8_0;
+        mm_q4_k => k::mat_mat_q4_k, Q4_K;
+        mm_q6_k => k::mat_mat_q6_k, Q6_K;
+    }
+}
+
+/// Whether a packed kernel call's buffers have the extents it reads and writes (see
+/// [`PackedMatMatFn`](super::packed::PackedMatMatFn)). Calls with nothing to do are refused too.
+#[allow(clippy::too_many_arguments, dead_code)]
+fn packed_mat_mat_bytes(
+    p: &Packing,
+    ty: GgmlType,
+    cols: usize,
+    tiles: &[u8],
+    n_rows: usize,
+    act: &[u8],
+    n_tok: usize,
+    out: &[f32],
+    stride: usize,
+) -> bool {
+    let (Some(tb), Some(ab)) = ((p.tile_bytes)(ty, cols), p.act_row_bytes(ty, cols)) else {
+        return false;
+    };
+    if n_rows == 0 || n_tok == 0 || (n_tok > 1 && stride < n_rows) {
+        return false;
+    }
+    let tiles_ok = n_rows.div_ceil(p.tile_rows).checked_mul(tb).is_some_and(|need| tiles.len() >= need);
+    let act_ok = n_tok.checked_mul(ab).is_some_and(|need| act.len() >= need);
+    let out_ok =
+        (n_tok - 1).checked_mul(stride).and_then(|v| v.checked_add(n_rows)).is_some_and(|need| out.len() >= need);
+    tiles_ok && act_ok && out_ok
+}
+
 #[cfg(target_arch = "aarch64")]
-simd_set!(neon_fns, NEON, aarch64, "neon", {});
+simd_set!(neon_fns, NEON, aarch64, "neon", {}, None);
 
 #[cfg(target_arch = "aarch64")]
 fn detect_neon() -> Option<&'static Kernels> {
@@ -504,9 +667,23 @@ fn detect_neon() -> Option<&'static Kernels> {
 }
 
 #[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+}
+
+#[cfg(target_arch = "x86_64")]
 fn detect_avx2() -> Option<&'static Kernels> {
-    let ok = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
-    ok.then_some(&AVX2)
+    has_avx2().then_some(&AVX2)
+}
+
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+fn detect_avx512() -> Option<&'static Kernels> {
+    let ok = has_avx2()
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni");
+    ok.then_some(&AVX512)
 }
 
 /// Every set this CPU can run, best last.
@@ -515,6 +692,8 @@ pub fn available_kernels() -> Vec<&'static Kernels> {
     let mut v = vec![&REFERENCE];
     #[cfg(target_arch = "x86_64")]
     v.extend(detect_avx2());
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    v.extend(detect_avx512());
     #[cfg(target_arch = "aarch64")]
     v.extend(detect_neon());
     v
@@ -525,7 +704,7 @@ pub fn reference_kernels() -> &'static Kernels {
 }
 
 /// The set named `want` if this CPU runs it; otherwise (or for an unknown or absent name) the
-/// best available. `avx512` is accepted and currently resolves to the best available set.
+/// best available.
 fn select(want: Option<&str>) -> &'static Kernels {
     let avail = available_kernels();
     let best = avail.last().copied().unwrap_or(&REFERENCE);

@@ -10,18 +10,22 @@
 //! (2 bytes for f16-scaled blocks, 4 for Q8_K and f32). GGUF tensor data and [`ActBuf`] always
 //! are; any other buffer still works, through a copy into aligned scratch (slower, same result).
 //!
-//! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C) and `neon`
-//! (aarch64). There is no AVX-512 set: its intrinsics need a newer Rust than our minimum (1.85),
-//! and on CPUs that have it the AVX2 set is used.
+//! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C), `avx512`
+//! (AVX-512 F/BW/VL + VNNI; built when the compiler is Rust 1.89 or newer, see `build.rs`) and
+//! `neon` (aarch64). A set may also carry a [`packed::Packing`]: a tiled weight layout built
+//! at load and the kernels that read it (the `avx512` set does).
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod blocks;
 mod dispatch;
+pub mod packed;
 pub mod reference;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
+#[cfg(test)]
+mod packed_tests;
 #[cfg(test)]
 mod tests;
 
@@ -41,8 +45,45 @@ pub type MatVecFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
 /// prefill, where decoding each weight block once for several tokens pays off. Same contract
 /// as [`VecDotFn`]; on bad sizes (including `out_stride < n_rows` with more than one token, or
 /// `out` too short) `out` is left untouched.
-pub type MatMatFn =
-    fn(n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], out_stride: usize);
+pub type MatMatFn = fn(n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], out_stride: usize);
+/// One KV head's cached rows as the attention kernels read them: slices start at the head's
+/// first element (scale), and slot `j`'s row starts `j * stride` elements (`j * scale_stride`
+/// scales) on.
+#[derive(Debug, Clone, Copy)]
+pub enum KvHeadRows<'a> {
+    F16 {
+        keys: &'a [half::f16],
+        values: &'a [half::f16],
+        stride: usize,
+    },
+    /// int8 keys, each [`KEY_GROUP`] of a row times its own scale (slot `j`'s from
+    /// `key_scales[j * key_scale_stride]` on); fp8 e4m3 values, read as f16 bits
+    /// ([`reference::e4m3_f16_bits`]) times their row's scale (`value_scales[j * value_scale_stride]`).
+    Int8Fp8 {
+        keys: &'a [i8],
+        key_scales: &'a [f32],
+        values: &'a [u8],
+        value_scales: &'a [f32],
+        stride: usize,
+        key_scale_stride: usize,
+        value_scale_stride: usize,
+    },
+}
+
+/// Key elements sharing one scale in an int8 KV cache (head sizes are multiples of it):
+/// outlying key dimensions then cost precision only to their own group.
+pub const KEY_GROUP: usize = 16;
+
+/// Attention of `heads` query heads that share one KV head, over a chunk of cached positions.
+/// `q` holds the heads' query rows (`heads` × `hd`, `hd = q.len() / heads`); `slots` lists the
+/// positions of `rows` to attend to. For each head `h` it writes `out[h * (hd + 2)..]`: the
+/// largest scaled score `m`, `l = Σ p` and `Σ p · value row` (hd values) with
+/// `p = exp(score - m)` rounded to f16 (as ggml rounds the probabilities for its f16 value
+/// product), so chunks combine exactly like one softmax. `scores` is scratch for
+/// `heads × slots.len()` values. Sizes are checked: on any mismatch (a slot past the cache,
+/// short buffers) `out` is left untouched.
+pub type AttnChunkFn =
+    fn(q: &[f32], heads: usize, rows: KvHeadRows<'_>, slots: &[u32], scale: f32, scores: &mut [f32], out: &mut [f32]);
 /// f32 row -> activation-format bytes (`x.len()` a multiple of the block size, `out` at least
 /// `row_bytes(x.len())` long).
 pub type QuantizeFn = fn(x: &[f32], out: &mut [u8]);

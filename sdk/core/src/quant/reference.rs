@@ -8,6 +8,7 @@
 use half::{bf16, f16};
 
 use super::blocks::*;
+use super::{KvHeadRows, KEY_GROUP};
 
 // ---------------------------------------------------------------------------------------------
 // Dequantization (weights and activation formats) -> f32
@@ -340,4 +341,157 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
         sumf += x.d.to_f32() * y.d * sumi as f32;
     }
     sumf
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp8 e4m3 (the KV cache's compact value format)
+
+/// Largest finite e4m3 value.
+pub const E4M3_MAX: f32 = 448.0;
+
+/// Quantizes a row to fp8 e4m3 (1 sign, 4 exponent bits of bias 7, 3 mantissa bits) with one
+/// scale, the row's largest |x| mapping to 448, rounding to nearest. Returns the factor that
+/// turns a code's [`e4m3_f16_bits`] reading back into the value (`scale * 256`).
+pub fn quantize_row_e4m3(x: &[f32], out: &mut [u8]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if amax == 0.0 || !amax.is_finite() {
+        out.iter_mut().for_each(|o| *o = 0);
+        return 0.0;
+    }
+    let inv = E4M3_MAX / amax;
+    for (o, &v) in out.iter_mut().zip(x) {
+        // The code's bits are an f16's bits 7..15 for the value / 256 (see `e4m3_f16_bits`):
+        // round that f16 to its top 9 bits, to nearest even.
+        let h = f16::from_f32((v * inv).clamp(-E4M3_MAX, E4M3_MAX) / 256.0).to_bits();
+        let mag = (h & 0x7FFF) as u32;
+        let rounded = ((mag + 0x3F + ((mag >> 7) & 1)) >> 7).min(0x7E);
+        *o = ((h >> 8) as u8 & 0x80) | rounded as u8;
+    }
+    amax / E4M3_MAX * 256.0
+}
+
+/// The bits of an f16 whose value is an e4m3 code's value / 256 (exact, subnormals included):
+/// the code's exponent and mantissa moved up by 7, its sign to the top.
+#[inline]
+pub fn e4m3_f16_bits(b: u8) -> u16 {
+    ((b as u16 & 0x80) << 8) | ((b as u16 & 0x7F) << 7)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention over a chunk of cached positions
+
+/// Attention of `heads` query heads sharing one KV head over the cached positions `slots`
+/// (see [`AttnChunkFn`](super::AttnChunkFn)): `score(slot, q)` gives a key row's dot product
+/// with a query row, `axpy(p, slot, acc)` adds `p` times a value row. The sizes have been
+/// checked by the caller.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_chunk_with(
+    score: impl Fn(usize, &[f32]) -> f32,
+    axpy: impl Fn(f32, usize, &mut [f32]),
+    q: &[f32],
+    heads: usize,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    let n = slots.len();
+    for h in 0..heads {
+        let qh = &q[h * hd..(h + 1) * hd];
+        let sc = &mut scores[h * n..(h + 1) * n];
+        for (s, &slot) in sc.iter_mut().zip(slots) {
+            *s = score(slot as usize, qh) * scale;
+        }
+        let max = sc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        // Numerators rounded to f16, as ggml feeds them to its f16 value product.
+        for s in sc.iter_mut() {
+            *s = f16::from_f32((*s - max).exp()).to_f32();
+            sum += *s;
+        }
+        let o = &mut out[h * (hd + 2)..(h + 1) * (hd + 2)];
+        o[0] = max;
+        o[1] = sum;
+        let acc = &mut o[2..];
+        acc.fill(0.0);
+        for (&p, &slot) in sc.iter().zip(slots) {
+            axpy(p, slot as usize, acc);
+        }
+    }
+}
+
+/// [`attn_chunk_with`] with f16 rows through the given row kernels, or with int8 keys and fp8
+/// values in scalar code.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_chunk_rows(
+    dot: impl Fn(&[f16], &[f32]) -> f32,
+    axpy: impl Fn(f32, &[f16], &mut [f32]),
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    match rows {
+        KvHeadRows::F16 { keys, values, stride } => attn_chunk_with(
+            |j, qh| dot(&keys[j * stride..j * stride + hd], qh),
+            |p, j, acc| axpy(p, &values[j * stride..j * stride + hd], acc),
+            q,
+            heads,
+            slots,
+            scale,
+            scores,
+            out,
+        ),
+        KvHeadRows::Int8Fp8 {
+            keys,
+            key_scales,
+            values,
+            value_scales,
+            stride,
+            key_scale_stride,
+            value_scale_stride,
+        } => attn_chunk_with(
+            |j, qh| {
+                let k = &keys[j * stride..j * stride + hd];
+                let groups = k.chunks(KEY_GROUP).zip(qh.chunks(KEY_GROUP)).enumerate();
+                groups
+                    .map(|(g, (k, q))| {
+                        let d = key_scales[j * key_scale_stride + g];
+                        k.iter().zip(q).map(|(&k, &q)| k as f32 * d * q).sum::<f32>()
+                    })
+                    .sum()
+            },
+            |p, j, acc| {
+                let pv = p * value_scales[j * value_scale_stride];
+                for (a, &v) in acc.iter_mut().zip(&values[j * stride..j * stride + hd]) {
+                    *a += pv * f16::from_bits(e4m3_f16_bits(v)).to_f32();
+                }
+            },
+            q,
+            heads,
+            slots,
+            scale,
+            scores,
+            out,
+        ),
+    }
+}
+
+/// [`attn_chunk_rows`] on the scalar row kernels.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    attn_chunk_rows(vec_dot_f16_f32, axpy_f16_f32, q, heads, rows, slots, scale, scores, out)
 }

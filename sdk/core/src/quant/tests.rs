@@ -8,10 +8,10 @@ use super::reference as r;
 use super::*;
 
 /// splitmix64: small, deterministic, good enough to fill test blocks.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -37,7 +37,7 @@ impl Rng {
 }
 
 /// Activation-like data: mostly small, a few outliers, some exact zeros.
-fn activations(rng: &mut Rng, n: usize) -> Vec<f32> {
+pub(super) fn activations(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n)
         .map(|_| match rng.next_u64() % 64 {
             0 => 0.0,
@@ -63,7 +63,7 @@ fn scale(rng: &mut Rng) -> f16 {
 }
 
 /// Random weight row bytes of `n` elements; quant bytes random, scales sane.
-fn weights(rng: &mut Rng, t: GgmlType, n: usize) -> Vec<u8> {
+pub(super) fn weights(rng: &mut Rng, t: GgmlType, n: usize) -> Vec<u8> {
     let nb = n / t.block_size();
     match t {
         GgmlType::F32 => random_blocks::<f32>(rng, nb, |v, r| *v = r.range(-1.0, 1.0)),
@@ -86,7 +86,7 @@ fn weights(rng: &mut Rng, t: GgmlType, n: usize) -> Vec<u8> {
     }
 }
 
-const WEIGHT_TYPES: [GgmlType; 9] = [
+pub(super) const WEIGHT_TYPES: [GgmlType; 9] = [
     GgmlType::F32,
     GgmlType::F16,
     GgmlType::BF16,
@@ -101,7 +101,7 @@ const WEIGHT_TYPES: [GgmlType; 9] = [
 const ACT_TYPES: [GgmlType; 4] = [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K];
 
 /// Row lengths to try: tails of every unrolled loop (1, odd, even block counts).
-fn lengths(t: GgmlType) -> Vec<usize> {
+pub(super) fn lengths(t: GgmlType) -> Vec<usize> {
     let bs = t.activation_type().block_size().max(t.block_size());
     if bs == 1 {
         vec![1, 7, 8, 9, 31, 32, 33, 100, 576, 1000]
@@ -110,20 +110,20 @@ fn lengths(t: GgmlType) -> Vec<usize> {
     }
 }
 
-fn deq(t: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
+pub(super) fn deq(t: GgmlType, bytes: &[u8], n: usize) -> Vec<f32> {
     let mut out = vec![f32::NAN; n];
     (reference_kernels().dequantize(t).unwrap())(bytes, &mut out);
     out
 }
 
-fn quant(k: &Kernels, act: GgmlType, x: &[f32]) -> ActBuf {
+pub(super) fn quant(k: &Kernels, act: GgmlType, x: &[f32]) -> ActBuf {
     let mut buf = ActBuf::new();
     assert!(buf.quantize(k, act, x), "{} cannot quantize {}", k.isa, act.name());
     buf
 }
 
 /// Sum of |w_i * a_i|: the scale of rounding error in any summation order.
-fn mass(w: &[f32], a: &[f32]) -> f32 {
+pub(super) fn mass(w: &[f32], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, y)| (x * y).abs()).sum()
 }
 
@@ -131,7 +131,7 @@ fn dot64(w: &[f32], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
 }
 
-fn aligned(bytes: &[u8]) -> ActBuf {
+pub(super) fn aligned(bytes: &[u8]) -> ActBuf {
     let mut b = ActBuf::new();
     b.resize(bytes.len());
     b.as_bytes_mut().copy_from_slice(bytes);
@@ -215,10 +215,7 @@ fn activation_types_and_tables_are_complete() {
     for k in &kernels {
         for w in WEIGHT_TYPES {
             assert!(
-                k.vec_dot(w).is_some()
-                    && k.mat_vec(w).is_some()
-                    && k.mat_mat(w).is_some()
-                    && k.dequantize(w).is_some(),
+                k.vec_dot(w).is_some() && k.mat_vec(w).is_some() && k.mat_mat(w).is_some() && k.dequantize(w).is_some(),
                 "{} {}",
                 k.isa,
                 w.name()
@@ -242,8 +239,7 @@ fn kernel_selection_by_name() {
     assert_eq!(dispatch::select_for_test(Some("REFERENCE ")).isa, "reference");
     assert_eq!(dispatch::select_for_test(None).isa, best.isa);
     assert_eq!(dispatch::select_for_test(Some("bogus")).isa, best.isa);
-    assert_eq!(dispatch::select_for_test(Some("avx512")).isa, best.isa);
-    if best.isa == "avx2" {
+    if available_kernels().iter().any(|k| k.isa == "avx2") {
         assert_eq!(dispatch::select_for_test(Some("avx2")).isa, "avx2");
     }
     // NEON is part of every aarch64 target: the SIMD set must be there to be tested.
@@ -252,7 +248,14 @@ fn kernel_selection_by_name() {
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        assert_eq!(best.isa, "avx2");
+        let has_512 = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni");
+        // Built with a compiler that has AVX-512 (see build.rs), a CPU with it must get it.
+        let want = if has_512 && cfg!(tern_avx512) { "avx512" } else { "avx2" };
+        assert_eq!(best.isa, want);
+        assert_eq!(dispatch::select_for_test(Some("avx512")).isa, want);
     }
 }
 
@@ -367,7 +370,7 @@ fn q8_quantization_round_trips() {
 }
 
 /// Inputs that hit rounding ties, sign ties and empty blocks.
-fn tricky_rows() -> Vec<Vec<f32>> {
+pub(super) fn tricky_rows() -> Vec<Vec<f32>> {
     let mut rows = Vec::new();
     // amax = 127 makes d = 1 exactly: products are the inputs, so .5 ties stay ties.
     let mut t = vec![0.0f32; 256];
@@ -674,4 +677,97 @@ fn f16_attention_kernels_match_reference() {
             }
         }
     }
+}
+
+#[test]
+fn attention_chunks_match_reference() {
+    let mut rng = Rng(0xa7c4);
+    for (heads, hd, rows, n) in [(1, 64, 10, 1), (3, 64, 300, 256), (7, 64, 40, 33), (4, 256, 20, 17), (9, 32, 8, 5)] {
+        let stride = 2 * hd + 8;
+        let kv =
+            |rng: &mut Rng| -> Vec<f16> { activations(rng, rows * stride).into_iter().map(f16::from_f32).collect() };
+        let (keys, values) = (kv(&mut rng), kv(&mut rng));
+        let q = activations(&mut rng, heads * hd);
+        // Any rows in any order (token trees), some repeated.
+        let slots: Vec<u32> = (0..n).map(|i| ((i * 7 + 3) % rows) as u32).collect();
+        // The same rows as int8 keys (a scale per row) and fp8 values.
+        let k8: Vec<i8> = keys.iter().map(|v| (v.to_f32() * 6.0).round().clamp(-127.0, 127.0) as i8).collect();
+        let groups = stride / KEY_GROUP + 1;
+        let scales: Vec<f32> = (0..rows * groups).map(|i| 1.0 / 6.0 + i as f32 * 1e-3).collect();
+        let mut v8 = vec![0u8; values.len()];
+        let mut v_scales = vec![0f32; rows];
+        let vf: Vec<f32> = values.iter().map(|v| v.to_f32()).collect();
+        for (i, (x, c)) in vf.chunks_exact(stride).zip(v8.chunks_exact_mut(stride)).enumerate() {
+            v_scales[i] = r::quantize_row_e4m3(&x[hd..2 * hd], &mut c[hd..2 * hd]);
+        }
+        let int8 = KvHeadRows::Int8Fp8 {
+            keys: &k8[hd..],
+            key_scales: &scales,
+            values: &v8[hd..],
+            value_scales: &v_scales,
+            stride,
+            key_scale_stride: groups,
+            value_scale_stride: 1,
+        };
+        let f16_rows = KvHeadRows::F16 { keys: &keys[hd..], values: &values[hd..], stride };
+        let run = |k: &Kernels, slots: &[u32], kv_rows: KvHeadRows| {
+            let mut scores = vec![0f32; heads * n];
+            let mut out = vec![f32::NAN; heads * (hd + 2)];
+            (k.attn_chunk())(&q, heads, kv_rows, slots, 0.125, &mut scores, &mut out);
+            out
+        };
+        for (rows_kind, kv_rows) in [("f16", f16_rows), ("int8/fp8", int8)] {
+            let want = run(reference_kernels(), &slots, kv_rows);
+            // Largest |value| per dimension over the rows used: the numerators are rounded to f16,
+            // and a score differing in its last bits may round one ulp (2^-10) the other way.
+            let vmax: Vec<f32> = (0..hd)
+                .map(|i| slots.iter().map(|&s| values[hd + s as usize * stride + i].to_f32().abs()).fold(0.0, f32::max))
+                .collect();
+            for k in available_kernels() {
+                let got = run(k, &slots, kv_rows);
+                for h in 0..heads {
+                    let (w, g) = (&want[h * (hd + 2)..(h + 1) * (hd + 2)], &got[h * (hd + 2)..(h + 1) * (hd + 2)]);
+                    assert!((w[0] - g[0]).abs() <= 1e-5 * (1.0 + w[0].abs()), "{} max: {} vs {}", k.isa, g[0], w[0]);
+                    assert!((w[1] - g[1]).abs() <= 1e-3 * w[1], "{} sum: {} vs {}", k.isa, g[1], w[1]);
+                    for (i, (a, b)) in w[2..].iter().zip(&g[2..]).enumerate() {
+                        let tol = 1e-3 * w[1] * vmax[i] + 1e-5;
+                        assert!(
+                            (a - b).abs() <= tol,
+                            "{} {rows_kind} heads={heads} hd={hd} h={h} i={i}: {b} vs {a}",
+                            k.isa
+                        );
+                    }
+                }
+                // A slot past the cache: nothing written.
+                let bad: Vec<u32> = slots.iter().copied().chain([rows as u32]).collect();
+                let mut scores = vec![0f32; heads * (n + 1)];
+                let mut out = vec![f32::NAN; heads * (hd + 2)];
+                (k.attn_chunk())(&q, heads, kv_rows, &bad, 0.125, &mut scores, &mut out);
+                assert!(out.iter().all(|v| v.is_nan()), "{} {rows_kind} wrote with a bad slot", k.isa);
+            }
+        }
+    }
+}
+
+#[test]
+fn e4m3_rows_round_to_nearest_code() {
+    // Every code's value (times a scale that maps 448 to 448): read back exactly.
+    let values: Vec<f32> = (0..=255u8)
+        .map(|b| f16::from_bits(r::e4m3_f16_bits(b)).to_f32() * 256.0)
+        .filter(|v| v.abs() <= 448.0)
+        .collect();
+    let mut row = values.clone();
+    row.push(448.0);
+    let mut codes = vec![0u8; row.len()];
+    let back_scale = r::quantize_row_e4m3(&row, &mut codes);
+    assert_eq!(back_scale, 256.0);
+    for (&v, &c) in row.iter().zip(&codes) {
+        assert_eq!(f16::from_bits(r::e4m3_f16_bits(c)).to_f32() * back_scale, v, "{v}");
+    }
+    // Between codes: the nearest (1.0 and 1.125 are neighbours; 3.4 lies between 3.25 and 3.5).
+    let mut c = [0u8; 4];
+    let s = r::quantize_row_e4m3(&[448.0, 1.05, -3.4, 1e-9], &mut c);
+    let read = |c: u8| f16::from_bits(r::e4m3_f16_bits(c)).to_f32() * s;
+    assert_eq!((read(c[0]), read(c[1]), read(c[2]), read(c[3])), (448.0, 1.0, -3.5, 0.0));
+    assert_eq!(r::quantize_row_e4m3(&[0.0; 3], &mut c[..3]), 0.0);
 }

@@ -1,0 +1,247 @@
+//! Attention of a batch's queries over the KV cache, in fixed chunks of positions.
+//!
+//! Each query's visible positions (its causal, windowed or tree-shaped view, in position order)
+//! are cut into chunks of [`CHUNK`] counted from the first visible one. A task handles one chunk
+//! for one KV head and all the query heads sharing it (each key and value row is read once for
+//! the group): scores, their maximum `m`, `l = Σ exp(s - m)` and the weighted value sum. The
+//! chunks of a query are then combined in order, rescaled to the common maximum. Chunk bounds
+//! depend only on the query's own view, never on the batch, the thread count or the core set, so a
+//! token gets the same bits alone, in a prefill chunk or as a tree node, and long contexts split
+//! across threads.
+
+use std::cell::RefCell;
+
+use half::slice::HalfFloatSliceExt;
+
+use crate::quant::{Kernels, KvHeadRows, KEY_GROUP};
+use crate::runtime::ThreadPool;
+
+use super::kv::{KvCache, KvRows};
+use super::ops::SharedMut;
+
+/// Positions per chunk.
+pub(super) const CHUNK: usize = 256;
+
+/// Head geometry of one attention layer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Heads {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+}
+
+/// Per-pass buffers, grown to the largest batch and reused.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// For each query, the index of its first chunk.
+    first_chunk: Vec<usize>,
+    /// For each chunk, its query.
+    chunk_query: Vec<usize>,
+    /// Per chunk and query head: `m`, `l`, then the head's weighted value sum.
+    partial: Vec<f32>,
+    /// The queries rounded to f16.
+    q16: Vec<half::f16>,
+}
+
+thread_local! {
+    /// A task's slot list and scores.
+    static TASK: RefCell<(Vec<u32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Causal (optionally sliding-window) attention of the batch's query rows `q` over the cache of
+/// layer `il`: query t sees the cached positions and the batch keys `layout` lists for it, in
+/// position order. Writes `out` (rows of `n_head * head_dim`). The queries are first rounded to
+/// f16, as ggml rounds them for its f16 key products (the reference outputs were made so).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attend(
+    pool: &ThreadPool,
+    kernels: &Kernels,
+    kv: &KvCache,
+    il: usize,
+    q: &mut [f32],
+    layout: &BatchLayout,
+    window: Option<usize>,
+    h: Heads,
+    out: &mut [f32],
+    s: &mut Scratch,
+) {
+    let n = layout.positions.len();
+    let (hd, nh) = (h.head_dim, h.n_head);
+    s.q16.resize(q.len(), half::f16::ZERO);
+    s.q16.convert_from_f32_slice(q);
+    s.q16.convert_to_f32_slice(q);
+    let q = &*q;
+    let group = nh / h.n_head_kv;
+    let kvd = h.n_head_kv * hd;
+    let slots = layout.pos0 + n;
+    let rows = kv.rows(il, slots);
+    // KV head g's rows: its first element (and scale) on, a row every kvd elements.
+    let head_rows = |g: usize| match rows {
+        KvRows::F16 { keys, values } => {
+            KvHeadRows::F16 { keys: &keys[g * hd..], values: &values[g * hd..], stride: kvd }
+        }
+        KvRows::Int8Fp8 { keys, key_scales, values, value_scales } => KvHeadRows::Int8Fp8 {
+            keys: &keys[g * hd..],
+            key_scales: &key_scales[g * hd / KEY_GROUP..],
+            values: &values[g * hd..],
+            value_scales: &value_scales[g..],
+            stride: kvd,
+            key_scale_stride: kvd / KEY_GROUP,
+            value_scale_stride: h.n_head_kv,
+        },
+    };
+    let lo_of = |t: usize| window.map_or(0, |w| (layout.positions[t] + 1).saturating_sub(w));
+
+    s.first_chunk.clear();
+    s.chunk_query.clear();
+    for t in 0..n {
+        s.first_chunk.push(s.chunk_query.len());
+        let visible = layout.visible_slots(t, lo_of(t)).len();
+        s.chunk_query.extend(std::iter::repeat_n(t, visible.div_ceil(CHUNK).max(1)));
+    }
+    let chunks = s.chunk_query.len();
+    let per_head = hd + 2;
+    s.partial.resize(chunks * nh * per_head, 0.0);
+
+    let attn_chunk = kernels.attn_chunk();
+    let partial = SharedMut::new(s.partial.as_mut_ptr());
+    let (first_chunk, chunk_query) = (&s.first_chunk, &s.chunk_query);
+    pool.parallel_for(chunks * h.n_head_kv, &|task| {
+        let (ci, g) = (task / h.n_head_kv, task % h.n_head_kv);
+        let t = chunk_query[ci];
+        let c = ci - first_chunk[t];
+        TASK.with(|buf| {
+            let (list, scores) = &mut *buf.borrow_mut();
+            list.clear();
+            let mut visible = layout.visible_slots(t, lo_of(t));
+            if c > 0 {
+                visible.nth(c * CHUNK - 1);
+            }
+            list.extend(visible.take(CHUNK).map(|j| j as u32));
+            scores.resize(group * CHUNK, 0.0);
+            let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
+            // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task alone, and
+            // `partial` holds chunks * nh * per_head values.
+            let o = unsafe {
+                std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head)
+            };
+            attn_chunk(qg, group, head_rows(g), list, h.scale, scores, o);
+        });
+    });
+
+    // Combine each query head's chunks in order, rescaled to their common maximum.
+    for t in 0..n {
+        let (c0, c1) = (s.first_chunk[t], s.first_chunk.get(t + 1).copied().unwrap_or(chunks));
+        for head in 0..nh {
+            let part = |c: usize| &s.partial[(c * nh + head) * per_head..(c * nh + head + 1) * per_head];
+            let m = (c0..c1).map(|c| part(c)[0]).fold(f32::NEG_INFINITY, f32::max);
+            let o = &mut out[t * nh * hd + head * hd..][..hd];
+            o.fill(0.0);
+            let mut l = 0.0;
+            for c in c0..c1 {
+                let p = part(c);
+                let w = (p[0] - m).exp();
+                l += w * p[1];
+                for (o, &a) in o.iter_mut().zip(&p[2..]) {
+                    *o += w * a;
+                }
+            }
+            let inv = 1.0 / l;
+            o.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
+/// Where the tokens of one pass sit: their positions and, for a token tree, which batch slots
+/// each may see. Rebuilt per pass into buffers that only grow.
+#[derive(Default)]
+pub(super) struct BatchLayout {
+    /// KV slot of the first batch token (= the cached length).
+    pos0: usize,
+    /// Position of each batch token (its rotary position and its place in the sequence).
+    pub(super) positions: Vec<usize>,
+    /// Tree passes only: for token t, `ancestors[starts[t]..starts[t + 1]]` are the batch
+    /// indices of its ancestors and itself, ascending.
+    ancestors: Vec<usize>,
+    starts: Vec<usize>,
+    is_tree: bool,
+}
+
+impl BatchLayout {
+    pub(super) fn build(&mut self, pos0: usize, n: usize, tree: Option<&[Option<usize>]>) {
+        self.pos0 = pos0;
+        self.positions.clear();
+        self.ancestors.clear();
+        self.starts.clear();
+        self.is_tree = tree.is_some();
+        let Some(parents) = tree else {
+            self.positions.extend(pos0..pos0 + n);
+            return;
+        };
+        self.starts.push(0);
+        for (i, parent) in parents.iter().enumerate() {
+            // A parent's list is complete before its children's (parents come first).
+            let begin = self.ancestors.len();
+            if let Some(p) = *parent {
+                let (s, e) = (self.starts[p], self.starts[p + 1]);
+                self.ancestors.extend_from_within(s..e);
+            }
+            self.ancestors.push(i);
+            self.starts.push(self.ancestors.len());
+            self.positions.push(pos0 + (self.ancestors.len() - begin) - 1);
+        }
+    }
+
+    /// KV slots query `t` attends to, ascending: cached slots from `lo` on (slot = position
+    /// there), then the batch slots of its ancestors and itself at positions ≥ `lo`.
+    fn visible_slots(&self, t: usize, lo: usize) -> VisibleSlots<'_> {
+        let cached = lo.min(self.pos0)..self.pos0;
+        if !self.is_tree {
+            return VisibleSlots { cached: lo.min(self.pos0 + t + 1)..self.pos0 + t + 1, batch: &[], layout: self, lo };
+        }
+        VisibleSlots { cached, batch: &self.ancestors[self.starts[t]..self.starts[t + 1]], layout: self, lo }
+    }
+}
+
+/// Iterator over the KV slots one query sees (see [`BatchLayout::visible_slots`]).
+#[derive(Clone)]
+struct VisibleSlots<'a> {
+    cached: std::ops::Range<usize>,
+    batch: &'a [usize],
+    layout: &'a BatchLayout,
+    lo: usize,
+}
+
+impl VisibleSlots<'_> {
+    fn len(&self) -> usize {
+        self.cached.len() + self.batch.iter().filter(|&&j| self.layout.positions[j] >= self.lo).count()
+    }
+}
+
+impl Iterator for VisibleSlots<'_> {
+    type Item = usize;
+
+    /// Skips within the cached range in O(1) (chunks start deep into long contexts).
+    fn nth(&mut self, n: usize) -> Option<usize> {
+        let skip = n.min(self.cached.len());
+        self.cached.start += skip;
+        for _ in skip..n {
+            self.next()?;
+        }
+        self.next()
+    }
+
+    fn next(&mut self) -> Option<usize> {
+        if let Some(j) = self.cached.next() {
+            return Some(j);
+        }
+        while let Some((&j, rest)) = self.batch.split_first() {
+            self.batch = rest;
+            if self.layout.positions[j] >= self.lo {
+                return Some(self.layout.pos0 + j);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,314 @@
+//! Weights reordered at load into the tiles a kernel set's multi-row kernels read (MNN-LLM's
+//! hardware-driven reorder), and the activation rows those kernels consume.
+//!
+//! A kernel set that packs describes itself with a [`Packing`]: the rows per tile, how many
+//! bytes a tile of a type takes and how to build it from ggml rows, the activation layout its
+//! kernels read ([`PackedAct`]) and how to fill it, and one matrix-product kernel per type.
+//! There is a single kernel per type for one token (decode) and for many (prefill): it accumulates
+//! each (row, token) pair the same way whatever the token count, which is what keeps a token's
+//! logits independent of its batch. Another instruction set plugs in by providing its own
+//! `Packing` (its own tile shape, layouts and kernels) in its `Kernels` table; nothing above the
+//! kernel table knows the layout.
+//!
+//! The packed copy replaces the mapped rows for compute only; the file stays mapped (embedding
+//! rows are still read from it) and the model may drop the replaced pages from memory.
+
+use super::blocks::*;
+use super::{GgmlType, QuantizeFn};
+
+/// Tiles and activation rows are padded to this many bytes, and start at multiples of it.
+pub const ALIGN: usize = 64;
+
+/// `out[t * stride + r] = row r · activation row t` for the first `n_rows` rows of `tiles` (whole
+/// tiles of `cols` columns, the last possibly part padding) and `n_tok` activation rows of
+/// [`Packing::act_row_bytes`] each. On bad sizes `out` is left untouched.
+pub type PackedMatMatFn =
+    fn(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize);
+
+/// Builds one tile from up to `tile_rows` consecutive ggml rows of `cols` columns (`rows` holds
+/// whole rows; missing rows are packed as zeros). `tile` is exactly one tile long.
+pub type PackTileFn = fn(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]);
+
+/// Quantizes one f32 row into the activation layout the packed kernels of weight type `ty` read.
+pub type QuantizeActFn = fn(ty: GgmlType, x: &[f32], out: &mut [u8]);
+
+/// Activation row layouts of packed kernels. Rows of the same layout are shared by every matrix
+/// that reads it (q, k and v of one input are quantized once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackedAct {
+    /// 32-element blocks (weights Q4_0, Q4_1, Q5_0, Q8_0): `qs[cols]` i8, then per block
+    /// `d` (f32), `sum` (i32, the sum of the block's quants) and `s` (f32, Q8_1's `d * sum`
+    /// rounded to f16, which Q4_1's offsets use). Quants and scales equal ggml's Q8_0/Q8_1.
+    Q8x32,
+    /// 256-element super-blocks (Q4_K, Q6_K): `qs[cols]` i8, then per super-block `d` (f32),
+    /// 16 sums of 16 quants (i16) and 8 sums of 32 quants (i16). Equal to ggml's Q8_K.
+    Q8xK,
+}
+
+impl PackedAct {
+    /// The layout packed kernels of weight type `ty` read (`None`: not a packable type).
+    pub fn of(ty: GgmlType) -> Option<PackedAct> {
+        use GgmlType::*;
+        match ty {
+            Q4_0 | Q4_1 | Q5_0 | Q8_0 => Some(PackedAct::Q8x32),
+            Q4_K | Q6_K => Some(PackedAct::Q8xK),
+            _ => None,
+        }
+    }
+
+    /// Elements per block of scales.
+    pub fn block(self) -> usize {
+        match self {
+            PackedAct::Q8x32 => QK,
+            PackedAct::Q8xK => QK_K,
+        }
+    }
+
+    /// Bytes of one row of `cols` elements (a multiple of [`ALIGN`]); `None` when `cols` is not
+    /// a whole number of blocks.
+    pub fn row_bytes(self, cols: usize) -> Option<usize> {
+        if cols % self.block() != 0 {
+            return None;
+        }
+        let nb = cols / self.block();
+        let meta = match self {
+            PackedAct::Q8x32 => 12 * nb,
+            PackedAct::Q8xK => (4 + 32 + 16) * nb,
+        };
+        Some((cols + meta).next_multiple_of(ALIGN))
+    }
+}
+
+/// Byte offsets inside one activation row of `cols` elements.
+#[derive(Debug, Clone, Copy)]
+pub struct ActOffsets {
+    /// Per-block f32 scales.
+    pub d: usize,
+    /// Q8x32: per-block i32 sums. Q8xK: 16 i16 sums of 16 per super-block.
+    pub sum: usize,
+    /// Q8x32: per-block f32 `s`. Q8xK: 8 i16 sums of 32 per super-block.
+    pub extra: usize,
+}
+
+impl ActOffsets {
+    pub fn new(act: PackedAct, cols: usize) -> Self {
+        let nb = cols / act.block();
+        match act {
+            PackedAct::Q8x32 => ActOffsets { d: cols, sum: cols + 4 * nb, extra: cols + 8 * nb },
+            PackedAct::Q8xK => ActOffsets { d: cols, sum: cols + 4 * nb, extra: cols + 36 * nb },
+        }
+    }
+}
+
+/// Fills a [`PackedAct::Q8x32`] row from `x` with a Q8_1 quantizer (whose quants and `d` are
+/// those of Q8_0 too). `out` must be at least one row long; `x.len()` a multiple of 32.
+pub fn quantize_q8x32(x: &[f32], out: &mut [u8], q8_1: QuantizeFn) {
+    let cols = x.len();
+    let o = ActOffsets::new(PackedAct::Q8x32, cols);
+    let mut tmp = [BlockQ8_1::zeroed(); 16];
+    for (c, xc) in x.chunks(16 * QK).enumerate() {
+        let nb = xc.len() / QK;
+        q8_1(xc, as_bytes_mut(&mut tmp[..nb]));
+        for (i, b) in tmp[..nb].iter().enumerate() {
+            let blk = c * 16 + i;
+            for (o, &q) in out[blk * QK..(blk + 1) * QK].iter_mut().zip(&b.qs) {
+                *o = q as u8;
+            }
+            let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+            put(out, o.d + 4 * blk, b.d.to_f32().to_le_bytes());
+            put(out, o.sum + 4 * blk, sum.to_le_bytes());
+            put(out, o.extra + 4 * blk, b.s.to_f32().to_le_bytes());
+        }
+    }
+}
+
+/// Fills a [`PackedAct::Q8xK`] row from `x` with a Q8_K quantizer.
+pub fn quantize_q8xk(x: &[f32], out: &mut [u8], q8_k: QuantizeFn) {
+    let cols = x.len();
+    let o = ActOffsets::new(PackedAct::Q8xK, cols);
+    let mut tmp = [BlockQ8K::zeroed(); 4];
+    for (c, xc) in x.chunks(4 * QK_K).enumerate() {
+        let nb = xc.len() / QK_K;
+        q8_k(xc, as_bytes_mut(&mut tmp[..nb]));
+        for (i, b) in tmp[..nb].iter().enumerate() {
+            let blk = c * 4 + i;
+            for (o, &q) in out[blk * QK_K..(blk + 1) * QK_K].iter_mut().zip(&b.qs) {
+                *o = q as u8;
+            }
+            put(out, o.d + 4 * blk, b.d.to_le_bytes());
+            for (j, s) in b.bsums.iter().enumerate() {
+                put(out, o.sum + 32 * blk + 2 * j, s.to_le_bytes());
+            }
+            for j in 0..QK_K / 32 {
+                put(out, o.extra + 16 * blk + 2 * j, (b.bsums[2 * j] + b.bsums[2 * j + 1]).to_le_bytes());
+            }
+        }
+    }
+}
+
+#[inline]
+fn put<const N: usize>(out: &mut [u8], at: usize, v: [u8; N]) {
+    out[at..at + N].copy_from_slice(&v);
+}
+
+/// What a kernel set needs to run on repacked weights. See the module documentation.
+pub struct Packing {
+    /// Name of the tile layout (shown in benchmarks).
+    pub layout: &'static str,
+    /// Rows per tile; packed matrices are padded to a multiple of it.
+    pub tile_rows: usize,
+    /// Bytes of one tile of `cols` columns of a type (a multiple of [`ALIGN`]), `None` for types
+    /// this set does not pack or a `cols` that is not a whole number of blocks.
+    pub tile_bytes: fn(ty: GgmlType, cols: usize) -> Option<usize>,
+    pub pack_tile: PackTileFn,
+    /// Activation layout of each packed type's kernel, and how to fill it.
+    pub act: fn(ty: GgmlType) -> Option<PackedAct>,
+    pub quantize_act: QuantizeActFn,
+    pub mat_mat: fn(ty: GgmlType) -> Option<PackedMatMatFn>,
+}
+
+impl Packing {
+    /// Whether matrices of `ty` with rows of `cols` can be packed.
+    pub fn supports(&self, ty: GgmlType, cols: usize) -> bool {
+        (self.tile_bytes)(ty, cols).is_some() && (self.mat_mat)(ty).is_some() && (self.act)(ty).is_some()
+    }
+
+    /// Bytes of one activation row for the kernel of `ty`.
+    pub fn act_row_bytes(&self, ty: GgmlType, cols: usize) -> Option<usize> {
+        (self.act)(ty)?.row_bytes(cols)
+    }
+}
+
+impl std::fmt::Debug for Packing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packing").field("layout", &self.layout).field("tile_rows", &self.tile_rows).finish()
+    }
+}
+
+/// A weight matrix in a kernel set's tiled layout.
+pub struct PackedMatrix {
+    buf: AlignedBuf,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub tile_rows: usize,
+    pub tile_bytes: usize,
+    pub kernel: PackedMatMatFn,
+}
+
+impl std::fmt::Debug for PackedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedMatrix")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish()
+    }
+}
+
+impl PackedMatrix {
+    /// Packs `rows` ggml rows of `cols` columns held in `src` (`None` when `p` does not pack
+    /// the type, `src` is short, or memory is exhausted). `parallel_for(n, f)` runs `f(0..n)`,
+    /// possibly on several threads: tiles are built independently. `consumed` is called with
+    /// each run of source rows once their tiles are built (to release their pages early).
+    pub fn pack(
+        p: &Packing,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        src: &[u8],
+        parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
+        consumed: &(dyn Fn(&[u8]) + Sync),
+    ) -> Option<PackedMatrix> {
+        if !p.supports(ty, cols) || rows == 0 {
+            return None;
+        }
+        let tile_bytes = (p.tile_bytes)(ty, cols)?;
+        let row_bytes = ty.row_bytes(cols);
+        let src = src.get(..rows.checked_mul(row_bytes)?)?;
+        let tiles = rows.div_ceil(p.tile_rows);
+        let mut buf = AlignedBuf::zeroed(tiles.checked_mul(tile_bytes)?)?;
+        let kernel = (p.mat_mat)(ty)?;
+        let base = SendPtr(buf.as_mut_slice().as_mut_ptr());
+        // Several tiles per task: packing is memory-bound and each task touches whole pages.
+        const TILES_PER_TASK: usize = 16;
+        let (pack_tile, tile_rows) = (p.pack_tile, p.tile_rows);
+        parallel_for(tiles.div_ceil(TILES_PER_TASK), &|task| {
+            let (t0, t1) = (task * TILES_PER_TASK, ((task + 1) * TILES_PER_TASK).min(tiles));
+            for t in t0..t1 {
+                let r0 = t * tile_rows;
+                let r1 = (r0 + tile_rows).min(rows);
+                // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the buffer,
+                // written by this task only; the buffer outlives the parallel loop.
+                let tile = unsafe { std::slice::from_raw_parts_mut(base.at(t * tile_bytes), tile_bytes) };
+                pack_tile(ty, cols, &src[r0 * row_bytes..r1 * row_bytes], tile);
+            }
+            consumed(&src[t0 * tile_rows * row_bytes..(t1 * tile_rows).min(rows) * row_bytes]);
+        });
+        Some(PackedMatrix { buf, ty, rows, cols, tile_rows: p.tile_rows, tile_bytes, kernel })
+    }
+
+    /// Tiles holding rows `r0..r1` (`r0` a multiple of the tile height).
+    pub fn tiles_for_rows(&self, r0: usize, r1: usize) -> &[u8] {
+        let t0 = r0 / self.tile_rows;
+        let t1 = r1.div_ceil(self.tile_rows);
+        &self.buf.as_slice()[t0 * self.tile_bytes..t1 * self.tile_bytes]
+    }
+
+    /// Heap bytes of the packed copy.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut u8);
+// SAFETY: used only to hand disjoint tile ranges of one buffer to pool tasks.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// The pointer `off` bytes on (a method, so closures capture the whole Sync wrapper).
+    ///
+    /// # Safety
+    /// As `pointer::add`: `off` stays inside the allocation.
+    unsafe fn at(self, off: usize) -> *mut u8 {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.0.add(off) }
+    }
+}
+
+/// Zero-initialised bytes aligned to [`ALIGN`] (a page, in fact): an anonymous memory map, so
+/// untouched pages cost nothing and packing writes each page once. Huge pages are asked for
+/// where the OS offers them (fewer TLB misses when decode streams the weights).
+pub struct AlignedBuf {
+    map: memmap2::MmapMut,
+}
+
+impl AlignedBuf {
+    pub fn zeroed(len: usize) -> Option<AlignedBuf> {
+        if len == 0 {
+            return None;
+        }
+        let map = memmap2::MmapOptions::new().len(len).map_anon().ok()?;
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Some(AlignedBuf { map })
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+}

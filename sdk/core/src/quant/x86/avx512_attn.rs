@@ -1,0 +1,225 @@
+//! AVX-512 attention over a chunk of cached positions (see [`AttnChunkFn`]): keys and values
+//! (f16, or int8 keys and fp8 values) converted in registers, every query head of the KV head
+//! served by one read of each row, and a vectorised `exp` for the softmax.
+//!
+//! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
+//! CPU and that every slot's key and value rows lie inside `keys` and `values`.
+//!
+//! [`AttnChunkFn`]: crate::quant::AttnChunkFn
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+use crate::quant::{KvHeadRows, KEY_GROUP};
+
+/// Query heads handled per pass (every model here has at most 7 per KV head).
+const MAX_HEADS: usize = 8;
+
+/// `e^x`, within 2 ulp, exactly 1 at 0; 0 below -87.3. Cephes' `expf`: `x = n ln 2 + r` with
+/// `|r| <= ln 2 / 2`, a degree-7 polynomial for `e^r`, then `scalef` by `2^n`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub unsafe fn exp_ps(x: __m512) -> __m512 {
+    let x = _mm512_max_ps(x, _mm512_set1_ps(-87.336_55));
+    let n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);
+    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+    let mut p = _mm512_set1_ps(1.987_569_2e-4);
+    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+    }
+    let y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+    _mm512_scalef_ps(y, n)
+}
+
+/// 16 f16 at `p` (only the lanes of `m`) -> f32.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn load_f16(p: *const f16, m: __mmask16) -> __m512 {
+    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast()))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub unsafe fn attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    for h0 in (0..heads).step_by(MAX_HEADS) {
+        let g = (heads - h0).min(MAX_HEADS);
+        let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+        match rows {
+            KvHeadRows::F16 { keys, values, stride } => {
+                chunk_f16(q, g, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
+            }
+            KvHeadRows::Int8Fp8 {
+                keys,
+                key_scales,
+                values,
+                value_scales,
+                stride,
+                key_scale_stride,
+                value_scale_stride,
+            } => {
+                let (keys, key_scales, value_scales) = (keys.as_ptr(), key_scales.as_ptr(), value_scales.as_ptr());
+                let rows = Int8Rows { keys, key_scales, value_scales, key_scale_stride, value_scale_stride };
+                chunk_int8(q, g, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
+            }
+        }
+    }
+}
+
+/// Where int8 key rows and the key and value scales are.
+#[derive(Clone, Copy)]
+struct Int8Rows {
+    keys: *const i8,
+    key_scales: *const f32,
+    value_scales: *const f32,
+    key_scale_stride: usize,
+    value_scale_stride: usize,
+}
+
+/// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
+/// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor.
+/// Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32 dimensions at a time.
+macro_rules! chunk_kernel {
+    ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident, $km:ident| $key:expr,
+     |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr) => {
+        #[inline]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            q: &[f32],
+            g: usize,
+            hd: usize,
+            $kr: $K,
+            vp: *const $V,
+            stride: usize,
+            slots: &[u32],
+            scale: f32,
+            scores: &mut [f32],
+            out: &mut [f32],
+        ) {
+            let n = slots.len();
+            let nv = hd.div_ceil(16);
+            let lanes = |v: usize| tail_mask(hd - 16 * v);
+            let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
+
+            // Scores: each key row is converted once and dotted with every head.
+            for (j, &$slot) in slots.iter().enumerate() {
+                let mut acc = [_mm512_setzero_ps(); MAX_HEADS];
+                for v in 0..nv {
+                    let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
+                    let k = $key;
+                    for (i, a) in acc.iter_mut().enumerate().take(g) {
+                        *a = _mm512_fmadd_ps(k, _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v)), *a);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(g) {
+                    *sp.add(i * n + j) = _mm512_reduce_add_ps(*a) * scale;
+                }
+            }
+
+            // Softmax numerators and their sums, per head.
+            for i in 0..g {
+                let s = sp.add(i * n);
+                let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
+                for j in (0..n).step_by(16) {
+                    let m = tail_mask(n - j);
+                    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, s.add(j)));
+                }
+                let max = _mm512_reduce_max_ps(mx);
+                let mut sum = _mm512_setzero_ps();
+                for j in (0..n).step_by(16) {
+                    let m = tail_mask(n - j);
+                    let e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s.add(j)), _mm512_set1_ps(max)));
+                    // Rounded to f16, as the reference (see `AttnChunkFn`).
+                    let e = _mm512_cvtph_ps(_mm512_cvtps_ph(e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                    _mm512_mask_storeu_ps(s.add(j), m, e);
+                    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+                }
+                *op.add(i * (hd + 2)) = max;
+                *op.add(i * (hd + 2) + 1) = _mm512_reduce_add_ps(sum);
+            }
+
+            // Weighted sums of value rows, 32 dimensions of every head at a time.
+            for v0 in (0..nv).step_by(2) {
+                let two = nv - v0 >= 2;
+                let mut acc = [[_mm512_setzero_ps(); 2]; MAX_HEADS];
+                for (j, &slot) in slots.iter().enumerate() {
+                    let row = vp.add(slot as usize * stride + 16 * v0);
+                    let $vs = slot as usize;
+                    let vs: f32 = $vscale;
+                    let x0 = {
+                        let ($vp, $vm) = (row, lanes(v0));
+                        $value
+                    };
+                    let x1 = if two {
+                        let ($vp, $vm) = (row.add(16), lanes(v0 + 1));
+                        $value
+                    } else {
+                        _mm512_setzero_ps()
+                    };
+                    for (i, a) in acc.iter_mut().enumerate().take(g) {
+                        let p = _mm512_set1_ps(*sp.add(i * n + j) * vs);
+                        a[0] = _mm512_fmadd_ps(p, x0, a[0]);
+                        a[1] = _mm512_fmadd_ps(p, x1, a[1]);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate().take(g) {
+                    let o = op.add(i * (hd + 2) + 2 + 16 * v0);
+                    _mm512_mask_storeu_ps(o, lanes(v0), a[0]);
+                    if two {
+                        _mm512_mask_storeu_ps(o.add(16), lanes(v0 + 1), a[1]);
+                    }
+                }
+            }
+        }
+    };
+}
+
+chunk_kernel!(
+    chunk_f16,
+    *const f16,
+    f16,
+    |keys, _slot, _v, off, m| load_f16(keys.add(off), m),
+    |p, m| load_f16(p, m),
+    |_slot| 1.0
+);
+
+chunk_kernel!(
+    chunk_int8,
+    Int8Rows,
+    u8,
+    // Element 16v of the row lies in key group 16v / KEY_GROUP.
+    |rows, slot, v, off, m| {
+        let d = *rows.key_scales.add(slot as usize * rows.key_scale_stride + 16 * v / KEY_GROUP);
+        let k = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, rows.keys.add(off))));
+        _mm512_mul_ps(k, _mm512_set1_ps(d))
+    },
+    // e4m3 codes as f16 bits: sign to the top, exponent and mantissa up by 7 (`e4m3_f16_bits`).
+    |p, m| {
+        let b = _mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p.cast()));
+        let sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+        let rest = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7);
+        _mm512_cvtph_ps(_mm256_or_si256(sign, rest))
+    },
+    |slot| *rows.value_scales.add(slot * rows.value_scale_stride)
+);
+
+#[inline]
+fn tail_mask(left: usize) -> __mmask16 {
+    if left >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << left) - 1) as __mmask16
+    }
+}

@@ -1,0 +1,17 @@
+//! x86-64 kernels, one file per instruction-set level, each with the reference's function
+//! names:
+//! - [`avx2`]: AVX2 + FMA + F16C, on ggml's block layouts (GEMV per token, 4-token GEMM).
+//! - `avx512`: AVX-512 F/BW/VL + VNNI on weights repacked into 16-row tiles (`tile16`, the
+//!   layout; [`super::packed`], the abstraction); compiled only with Rust 1.89 or newer (see
+//!   `build.rs`).
+
+pub mod avx2;
+// The AVX-512 modules need Rust 1.89; build.rs enables them only then.
+#[cfg(tern_avx512)]
+#[clippy::msrv = "1.89"]
+pub mod avx512;
+#[cfg(tern_avx512)]
+#[clippy::msrv = "1.89"]
+pub mod avx512_attn;
+#[cfg(tern_avx512)]
+pub mod tile16;
