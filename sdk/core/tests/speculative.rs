@@ -31,7 +31,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn engine(file: &str) -> Arc<Engine> {
-    static ENGINES: OnceLock<std::sync::Mutex<Vec<(String, Arc<Engine>)>>> = OnceLock::new();
+    type Loaded = std::sync::Mutex<Vec<(String, Arc<Engine>)>>;
+    static ENGINES: OnceLock<Loaded> = OnceLock::new();
     let mut engines = ENGINES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, e)) = engines.iter().find(|(f, _)| f == file) {
         return e.clone();
@@ -281,7 +282,7 @@ fn history_scope_feeds_the_drafter() {
         collect(s.send(question).expect("send"))
     };
     let first = ask(history());
-    assert_eq!(store.texts("friend-1").expect("texts"), [first.1.clone()], "the answer was stored");
+    assert_eq!(store.texts("friend-1").expect("texts"), std::slice::from_ref(&first.1), "the answer was stored");
     let again = ask(history());
     assert_eq!(again.0, first.0);
     let without = ask(SpeculationOptions { history: None, ..always(16) });
