@@ -12,7 +12,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tern::tokenizer::Tokenizer;
-use tern::{Event, Session, SessionOptions, Stats};
+use tern::{Event, Session, SessionOptions, SpeculationOptions, Stats};
 
 use crate::args::{load, ModelArgs};
 use crate::error::{CliError, Result};
@@ -86,7 +86,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let session = |max_tokens: usize| {
         Session::new(
             engine.clone(),
-            SessionOptions { max_tokens, ignore_eos: true, context_length: Some(ctx), ..Default::default() },
+            SessionOptions {
+                max_tokens,
+                ignore_eos: true,
+                context_length: Some(ctx),
+                // Plain decoding is what this measures.
+                speculation: SpeculationOptions::off(),
+                ..Default::default()
+            },
         )
     };
     let mut prefill = session(1)?;
