@@ -47,7 +47,10 @@ def main():
     n_ctx = max(len(c["prompt_ids"]) + c["max_new_tokens"] for c in cases) + 16
     common = dict(model_path=a.model, n_ctx=n_ctx, n_batch=512, n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
     plain = Llama(**common)
-    lookup = Llama(**common, draft_model=LlamaPromptLookupDecoding(max_ngram_size=a.ngram, num_pred_tokens=a.draft))
+    # Verifying a draft reads the logits of every drafted position: llama-cpp-python keeps them
+    # only with logits_all.
+    lookup = Llama(**common, logits_all=True,
+                   draft_model=LlamaPromptLookupDecoding(max_ngram_size=a.ngram, num_pred_tokens=a.draft))
     for c in cases:
         ids, max_new = c["prompt_ids"], c["max_new_tokens"]
         runs = {"plain": [], "lookup": []}

@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use tern::tokenizer::Tokenizer;
 use tern::model::KvPrecision;
-use tern::{EngineOptions, Event, Session, SessionOptions, Stats};
+use tern::{EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats};
 
 use crate::args::{load_with, ModelArgs};
 use crate::error::{CliError, Result};
@@ -121,7 +121,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let session = |max_tokens: usize| {
         Session::new(
             engine.clone(),
-            SessionOptions { max_tokens, ignore_eos: true, context_length: Some(ctx), ..Default::default() },
+            SessionOptions {
+                max_tokens,
+                ignore_eos: true,
+                context_length: Some(ctx),
+                // Plain decoding is what this measures.
+                speculation: SpeculationOptions::off(),
+                ..Default::default()
+            },
         )
     };
     let mut prefill = session(1)?;

@@ -185,7 +185,10 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     bar.finish_and_clear();
 
     if let Some(script) = &a.llama_cpp {
-        add_llama_cpp(&engine, &loaded.path, script, &cases, &mut reports, a.repetitions as usize)?;
+        // Tern's own figures are printed even when the comparison cannot run.
+        if let Err(e) = add_llama_cpp(&engine, &loaded.path, script, &cases, &mut reports, a.repetitions as usize) {
+            eprintln!("llama.cpp comparison skipped: {e}");
+        }
     }
 
     let tasks = summarise(&reports);

@@ -101,8 +101,9 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
-    /// Verification steps, drafted and accepted tokens (all zero with speculation off).
-    pub speculation: SpeculationStats,
+    /// Verification steps, drafted and accepted tokens (all zero with speculation off; boxed
+    /// like `energy`).
+    pub speculation: Box<SpeculationStats>,
     /// Time the grammar constraint took (token masks and following tokens); zero without one.
     pub constraint_time: Duration,
     /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
@@ -516,7 +517,7 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
-            speculation,
+            speculation: Box::new(speculation),
             constraint_time,
             energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
