@@ -144,6 +144,8 @@ impl From<SessionOptions> for tern::SessionOptions {
             stop: o.stop,
             context_length: o.context_length.map(|n| n as usize),
             ignore_eos: o.ignore_eos,
+            // Speculation keeps the SDK's default (automatic) until the bindings expose it.
+            ..Default::default()
         }
     }
 }

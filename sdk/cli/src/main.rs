@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod bench_workloads;
 mod chat;
 mod energy;
 mod error;
@@ -35,6 +36,8 @@ enum Command {
     Score(score::ScoreArgs),
     /// Prefill and decode speed, load time and peak memory (like llama-bench).
     Bench(bench::BenchArgs),
+    /// Plain against speculative decoding over a workloads file (speed-up, acceptance, identity).
+    BenchWorkloads(bench_workloads::BenchWorkloadsArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
     /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Tokenize(a) => tokenize::run(a),
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchWorkloads(a) => bench_workloads::run(a),
         Command::Info(a) => info::run(a),
         Command::BenchStructured(a) => structured::run(a),
         Command::Energy(a) => energy::run(a),

@@ -18,6 +18,7 @@ use crate::gguf::GgufFile;
 use crate::model::{Logits, Model};
 use crate::quant::{self, Kernels};
 use crate::runtime::{self, ThreadPool};
+use crate::speculative::cost::CostModel;
 use crate::tokenizer::Tokenizer;
 
 /// Context length used when neither the app nor the model asks for less: the KV cache is
@@ -62,6 +63,8 @@ pub struct Engine {
     pool: ThreadPool,
     energy: EnergyControl,
     info: ModelInfo,
+    /// Measured cost of decode passes by batch size (speculative decoding plans with it).
+    verify_costs: CostModel,
     /// The vocabulary indexed for grammars, built at the first constrained request.
     grammar_vocab: OnceLock<std::result::Result<Arc<Vocabulary>, String>>,
 }
@@ -119,7 +122,16 @@ impl Engine {
         };
         let pool = ThreadPool::new(threads);
         let energy = EnergyControl::new(opts.energy);
-        let mut engine = Engine { model, tokenizer, template, pool, energy, info, grammar_vocab: OnceLock::new() };
+        let mut engine = Engine {
+            model,
+            tokenizer,
+            template,
+            pool,
+            energy,
+            info,
+            verify_costs: CostModel::default(),
+            grammar_vocab: OnceLock::new(),
+        };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
         let i = &engine.info;
         log::info!(
@@ -154,6 +166,11 @@ impl Engine {
     /// The thread pool forward passes of this engine run on.
     pub fn pool(&self) -> &ThreadPool {
         &self.pool
+    }
+
+    /// What decode passes of n tokens have cost on this engine (learned from its sessions).
+    pub fn verify_costs(&self) -> &CostModel {
+        &self.verify_costs
     }
 
     pub(crate) fn energy(&self) -> &EnergyControl {

@@ -5,6 +5,7 @@
 //! answer streams as [`Event`]s from a [`Generation`] iterator; a [`CancelHandle`] stops it from
 //! any thread.
 
+mod speculate;
 mod stop;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +20,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
+use crate::speculative::{SpeculationOptions, SpeculationStats};
+use speculate::{Speculator, CALIBRATION_CHUNK};
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 use stop::StopMatcher;
 
@@ -38,6 +41,9 @@ pub struct SessionOptions {
     pub context_length: Option<usize>,
     /// Keep generating past end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
+    /// Speculative decoding: drafts from the context verified several tokens per pass
+    /// (automatic by default; see [`crate::speculative`]).
+    pub speculation: SpeculationOptions,
 }
 
 impl Default for SessionOptions {
@@ -49,6 +55,7 @@ impl Default for SessionOptions {
             stop: Vec::new(),
             context_length: None,
             ignore_eos: false,
+            speculation: SpeculationOptions::default(),
         }
     }
 }
@@ -65,7 +72,7 @@ impl SessionOptions {
         if self.context_length == Some(0) {
             return Err(Error::InvalidOption("context_length must be positive".into()));
         }
-        Ok(())
+        self.speculation.validate()
     }
 }
 
@@ -94,6 +101,8 @@ pub struct Stats {
     pub prefill_tokens_per_s: f64,
     pub decode_tokens_per_s: f64,
     pub finish_reason: FinishReason,
+    /// Verification steps, drafted and accepted tokens (all zero with speculation off).
+    pub speculation: SpeculationStats,
     /// Time the grammar constraint took (token masks and following tokens); zero without one.
     pub constraint_time: Duration,
     /// Energy, CPU time and core selection of each phase (boxed: it is large, events are not).
@@ -128,6 +137,8 @@ pub struct Session {
     messages: Vec<Message>,
     sampler: Sampler,
     cancel: Arc<AtomicBool>,
+    /// Drafting and acceptance state, when speculation is on.
+    spec: Option<Speculator>,
     /// Grammar every answer follows (`set_grammar`).
     grammar: Option<CompiledGrammar>,
     /// Tools the model may call in chat answers (`set_tools`).
@@ -151,6 +162,7 @@ impl Session {
         };
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
+        let spec = Speculator::new(&opts.speculation);
         log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
             engine,
@@ -161,6 +173,7 @@ impl Session {
             messages: Vec::new(),
             sampler,
             cancel: Arc::new(AtomicBool::new(false)),
+            spec,
             grammar: None,
             tools: None,
             tool_call: None,
@@ -179,6 +192,18 @@ impl Session {
     pub fn set_sampling(&mut self, sampling: SamplingOptions) -> Result<()> {
         self.sampler = Sampler::new(sampling.clone())?;
         self.opts.sampling = sampling;
+        Ok(())
+    }
+
+    /// Replaces the speculation options for later requests (the acceptance model learned so
+    /// far is kept while speculation stays on).
+    pub fn set_speculation(&mut self, speculation: SpeculationOptions) -> Result<()> {
+        speculation.validate()?;
+        match (&mut self.spec, speculation.is_on()) {
+            (Some(spec), true) => spec.reconfigure(&speculation),
+            (_, on) => self.spec = if on { Speculator::new(&speculation) } else { None },
+        }
+        self.opts.speculation = speculation;
         Ok(())
     }
 
@@ -268,7 +293,7 @@ impl Session {
         let ids = tok.encode(&rendered, add_bos, true)?;
         self.check_fits(ids.len())?;
         self.messages.push(message);
-        Ok(self.start(ids, true))
+        self.start(ids, true)
     }
 
     /// Continues raw text (no chat template; special-token text is not parsed).
@@ -288,7 +313,7 @@ impl Session {
             return Err(Error::InvalidOption(format!("token id {bad} is outside the vocabulary ({vocab})")));
         }
         self.check_fits(ids.len())?;
-        Ok(self.start(ids.to_vec(), false))
+        self.start(ids.to_vec(), false)
     }
 
     fn check_fits(&self, prompt_len: usize) -> Result<()> {
@@ -299,7 +324,7 @@ impl Session {
         Ok(())
     }
 
-    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Generation<'_> {
+    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Result<Generation<'_>> {
         self.cancel.store(false, Ordering::Release);
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
@@ -307,6 +332,9 @@ impl Session {
         let keep = common.min(prompt.len() - 1);
         self.cached.truncate(keep);
         self.kv.truncate(keep);
+        if let Some(spec) = &mut self.spec {
+            spec.begin(&self.engine, &prompt, keep)?;
+        }
         let stop = StopMatcher::new(self.opts.stop.clone());
         // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
         self.tool_call = None;
@@ -317,7 +345,7 @@ impl Session {
         };
         self.sampler.set_constraint(constraint);
         let calls = tools.map(|_| CallDetector::default());
-        Generation {
+        Ok(Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
             prompt,
@@ -334,9 +362,11 @@ impl Session {
             stop,
             decoder_pending: Vec::new(),
             pending_finish: None,
+            spec_stats: SpeculationStats::default(),
+            spec_absorbed: 0,
             calls,
             energy: PhaseTracker::default(),
-        }
+        })
     }
 }
 
@@ -360,6 +390,7 @@ pub struct Generation<'a> {
     ttft: Duration,
     prefill_time: Duration,
     decode_time: Duration,
+    /// Tokens chosen by decode passes (one per pass without speculation).
     decode_steps: usize,
     generated: Vec<u32>,
     answer: String,
@@ -368,6 +399,9 @@ pub struct Generation<'a> {
     decoder_pending: Vec<u32>,
     /// The end decided after the last token event, reported by the next call.
     pending_finish: Option<FinishReason>,
+    spec_stats: SpeculationStats,
+    /// Generated tokens the drafter has indexed.
+    spec_absorbed: usize,
     /// Present when tools are on: keeps a call's text out of the stream.
     calls: Option<CallDetector>,
     /// Core selection and energy per phase.
@@ -375,6 +409,11 @@ pub struct Generation<'a> {
 }
 
 impl Generation<'_> {
+    /// The token ids of this request's prompt (the whole rendered conversation).
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
     fn cancelled(&self) -> bool {
         self.session.cancel.load(Ordering::Acquire)
     }
@@ -391,14 +430,30 @@ impl Generation<'_> {
         self.energy.enter(&self.session.engine, Phase::Prefill);
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
-        let chunks = todo.len().div_ceil(PREFILL_CHUNK);
-        for (i, chunk) in todo.chunks(PREFILL_CHUNK).enumerate() {
+        let calibrate_from = self.session.spec.as_ref().and_then(|s| s.calibration_from(self.prompt.len()));
+        let mut pos = self.cached_tokens;
+        while pos < self.prompt.len() {
             if self.cancelled() {
                 self.prefill_time = t0.elapsed();
                 return Ok(Some(FinishReason::Cancelled));
             }
-            let want = if i + 1 == chunks { Logits::Last } else { Logits::None };
+            // Positions to calibrate go through smaller passes that compute every row's logits.
+            let (len, calibrate) = match calibrate_from {
+                Some(from) if pos >= from => (CALIBRATION_CHUNK, true),
+                Some(from) => (PREFILL_CHUNK.min(from - pos), false),
+                None => (PREFILL_CHUNK, false),
+            };
+            let chunk = &todo[pos - self.cached_tokens..(pos + len).min(self.prompt.len()) - self.cached_tokens];
+            let last = pos + chunk.len() == self.prompt.len();
+            let want = if calibrate { Logits::All } else if last { Logits::Last } else { Logits::None };
             self.feed(chunk, want)?;
+            if calibrate {
+                let s = &mut *self.session;
+                if let Some(spec) = &mut s.spec {
+                    self.spec_stats.calibrated_positions += spec.calibrate(pos, s.scratch.logits(), &self.prompt);
+                }
+            }
+            pos += chunk.len();
         }
         self.prefill_time = t0.elapsed();
         Ok(None)
@@ -448,7 +503,9 @@ impl Generation<'_> {
             }
         }
         self.state = State::Finished;
+        let constraint_time = s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total);
         let prefilled = self.prompt_tokens - self.cached_tokens;
+        let speculation = self.speculation_stats();
         let stats = Stats {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
@@ -459,7 +516,8 @@ impl Generation<'_> {
             prefill_tokens_per_s: rate(prefilled, self.prefill_time),
             decode_tokens_per_s: rate(self.decode_steps, self.decode_time),
             finish_reason: reason,
-            constraint_time: s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total),
+            speculation,
+            constraint_time,
             energy: Box::new(self.energy.finish(prefilled, self.decode_steps)),
         };
         log::info!(
@@ -495,6 +553,9 @@ impl Generation<'_> {
                     }
                     if self.session.kv.len() + 1 > self.session.kv.capacity() {
                         return Ok(self.finish(FinishReason::ContextFull));
+                    }
+                    if self.session.spec.is_some() {
+                        return self.speculative_step(next);
                     }
                     let t0 = Instant::now();
                     self.feed(&[next], Logits::Last)?;

@@ -1,0 +1,550 @@
+//! `tern bench-workloads`: a workloads file (JSON lines: `id`, `task`, `max_new_tokens`,
+//! `messages`) through one model, plain and speculative, greedy.
+//!
+//! Each case runs `--reps` times each way, interleaved (plain, speculative, speculative, plain,
+//! ...) so that a machine shared with other work slows both alike, every run in a fresh session
+//! (the acceptance model starts from its priors each time; the engine's measured pass costs
+//! carry over from case to case, as they would in an app). Reported per case: decode tokens/s
+//! both ways (medians), their ratio, tokens per decode pass, the draft-length histogram, and
+//! whether every run produced the same tokens; per task: median and lowest ratio, median
+//! tokens per pass. Optional: the verification cost curve cost(n) / cost(1), and llama.cpp's
+//! prompt-lookup decoding on the same prompt tokens (through llama-cpp-python).
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use tern::model::{Logits, Scratch};
+use tern::{
+    DraftLimits, Engine, Event, Message, Role, Session, SessionOptions, Speculation, SpeculationOptions, Stats,
+};
+
+use crate::args::{load, ModelArgs};
+use crate::bench::median;
+use crate::error::{CliError, Result};
+use crate::output::Stdout;
+
+#[derive(Args, Debug)]
+pub struct BenchWorkloadsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Workloads file (JSON lines with id, task, max_new_tokens, messages)
+    #[arg(long, value_name = "FILE")]
+    pub workloads: PathBuf,
+    /// Worker threads [default: chosen by the engine]
+    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// Timed runs of each case, each way
+    #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
+    /// Only these tasks (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Only these case ids (comma-separated)
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// Cap each case's max_new_tokens
+    #[arg(long, value_name = "N")]
+    pub max_new_tokens: Option<usize>,
+    /// Verify every draft the drafter finds, up to N tokens (no adaptive controller)
+    #[arg(long, value_name = "N")]
+    pub fixed_draft: Option<usize>,
+    /// Prompt positions calibrated during prefill (0 = off) [default: the session default]
+    #[arg(long, value_name = "N")]
+    pub calibration: Option<usize>,
+    /// Measure the cost of verifying n tokens, n = 1..=N, at the first case's context depth
+    #[arg(long, value_name = "N")]
+    pub cost_curve: Option<usize>,
+    /// Also run llama.cpp plain and with prompt-lookup decoding on the same prompt tokens,
+    /// through this script (llama-cpp-python)
+    #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = "scripts/llama_lookup.py")]
+    pub llama_cpp: Option<PathBuf>,
+    /// Print one JSON object per case (then one per task) instead of tables
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    id: String,
+    task: String,
+    max_new_tokens: usize,
+    messages: Vec<WireMessage>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    role: String,
+    content: String,
+}
+
+#[derive(Serialize, Clone)]
+struct CaseReport {
+    id: String,
+    task: String,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    plain_tps: f64,
+    spec_tps: f64,
+    ratio: f64,
+    tokens_per_step: f64,
+    /// Accepted drafted tokens per pass that carried a draft.
+    accepted_per_verify: f64,
+    verify_steps: usize,
+    decode_passes: usize,
+    drafted_tokens: usize,
+    accepted_tokens: usize,
+    drafting_ms: f64,
+    draft_lengths: Vec<usize>,
+    accepted_lengths: Vec<usize>,
+    identical: bool,
+    plain_prefill_tps: f64,
+    spec_prefill_tps: f64,
+    calibrated_positions: usize,
+    plain_tps_runs: Vec<f64>,
+    spec_tps_runs: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llama_plain_tps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llama_lookup_tps: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llama_lookup_ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct TaskReport {
+    summary_of_task: String,
+    cases: usize,
+    median_ratio: f64,
+    min_ratio: f64,
+    median_tokens_per_step: f64,
+    all_identical: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llama_lookup_median_ratio: Option<f64>,
+}
+
+pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
+    let cases = read_cases(&a)?;
+    let threads = a.threads.map(|t| t as usize);
+    let loaded = load(&a.model, threads, None)?;
+    let engine = loaded.engine.clone();
+    let mut out = Stdout::new();
+    let model_name = loaded.path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+
+    let spec_opts = {
+        let mut o = SpeculationOptions::default();
+        if let Some(n) = a.fixed_draft {
+            o.mode = Speculation::Limits(DraftLimits { max_draft_tokens: n, adaptive: false, ..DraftLimits::AUTO });
+        }
+        if let Some(c) = a.calibration {
+            o.calibration_positions = c;
+        }
+        o.validate()?;
+        o
+    };
+
+    let bar = if a.json || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(cases.len() as u64 * a.repetitions * 2);
+        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+            bar.set_style(style);
+        }
+        bar
+    };
+
+    if !a.json {
+        out.line(&format!(
+            "{model_name}: {} threads, {} kernels, {} runs each way per case, interleaved",
+            engine.info().threads,
+            engine.info().kernels,
+            a.repetitions
+        ))?;
+    }
+    if let (Some(n), Some(first)) = (a.cost_curve, cases.first()) {
+        let prompt = prompt_ids(&engine, first)?;
+        let curve = measure_cost_curve(&engine, &prompt, n.clamp(1, 63), a.repetitions as usize * 2 + 1)?;
+        print_curve(&mut out, &curve, prompt.len(), a.json)?;
+    }
+
+    let mut reports = Vec::new();
+    for case in &cases {
+        bar.set_message(case.id.clone());
+        let r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
+        if !a.json {
+            print_case_line(&mut out, &r, reports.is_empty())?;
+        }
+        reports.push(r);
+    }
+    bar.finish_and_clear();
+
+    if let Some(script) = &a.llama_cpp {
+        add_llama_cpp(&engine, &loaded.path, script, &cases, &mut reports, a.repetitions as usize)?;
+    }
+
+    let tasks = summarise(&reports);
+    if a.json {
+        for r in &reports {
+            out.line(&serde_json::to_string(r).map_err(|e| CliError::Other(e.to_string()))?)?;
+        }
+        for t in &tasks {
+            out.line(&serde_json::to_string(t).map_err(|e| CliError::Other(e.to_string()))?)?;
+        }
+        return Ok(());
+    }
+    if a.llama_cpp.is_some() {
+        out.line("")?;
+        out.line("| case | llama.cpp plain t/s | llama.cpp lookup t/s | lookup ratio | Tern ratio |")?;
+        out.line("|---|---|---|---|---|")?;
+        for r in &reports {
+            out.line(&format!(
+                "| {} | {:.1} | {:.1} | {:.2} | {:.2} |",
+                r.id,
+                r.llama_plain_tps.unwrap_or(f64::NAN),
+                r.llama_lookup_tps.unwrap_or(f64::NAN),
+                r.llama_lookup_ratio.unwrap_or(f64::NAN),
+                r.ratio
+            ))?;
+        }
+    }
+    out.line("")?;
+    out.line("| task | cases | median speed-up | lowest | median tokens/pass | identical | llama.cpp lookup median |")?;
+    out.line("|---|---|---|---|---|---|---|")?;
+    for t in &tasks {
+        out.line(&format!(
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {} | {} |",
+            t.summary_of_task,
+            t.cases,
+            t.median_ratio,
+            t.min_ratio,
+            t.median_tokens_per_step,
+            if t.all_identical { "yes" } else { "NO" },
+            t.llama_lookup_median_ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"))
+        ))?;
+    }
+    Ok(())
+}
+
+fn read_cases(a: &BenchWorkloadsArgs) -> Result<Vec<Case>> {
+    let text = std::fs::read_to_string(&a.workloads)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.workloads.display())))?;
+    let mut cases = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let mut c: Case = serde_json::from_str(line)
+            .map_err(|e| CliError::Usage(format!("{} line {}: {e}", a.workloads.display(), n + 1)))?;
+        if !a.tasks.is_empty() && !a.tasks.contains(&c.task) || !a.cases.is_empty() && !a.cases.contains(&c.id) {
+            continue;
+        }
+        if let Some(cap) = a.max_new_tokens {
+            c.max_new_tokens = c.max_new_tokens.min(cap);
+        }
+        if c.max_new_tokens == 0 || !c.messages.iter().any(|m| m.role == "user") {
+            return Err(CliError::Usage(format!("case {}: needs max_new_tokens > 0 and a user message", c.id)));
+        }
+        cases.push(c);
+    }
+    if cases.is_empty() {
+        return Err(CliError::Usage("no cases selected".into()));
+    }
+    Ok(cases)
+}
+
+/// The case's conversation before its last user message, and that message.
+fn conversation(case: &Case) -> Result<(Option<String>, Vec<Message>, String)> {
+    let mut system = None;
+    let mut earlier = Vec::new();
+    let last_user = case.messages.iter().rposition(|m| m.role == "user").unwrap_or(0);
+    for (i, m) in case.messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" if i == 0 => {
+                system = Some(m.content.clone());
+                continue;
+            }
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            other => return Err(CliError::Usage(format!("case {}: unsupported role `{other}`", case.id))),
+        };
+        if i < last_user {
+            earlier.push(Message::new(role, m.content.clone()));
+        }
+    }
+    Ok((system, earlier, case.messages[last_user].content.clone()))
+}
+
+fn session(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -> Result<(Session, String)> {
+    let (system_prompt, earlier, user) = conversation(case)?;
+    let opts = SessionOptions { system_prompt, max_tokens: case.max_new_tokens, speculation, ..Default::default() };
+    let mut s = Session::new(engine.clone(), opts)?;
+    s.set_messages(earlier);
+    Ok((s, user))
+}
+
+fn prompt_ids(engine: &Arc<Engine>, case: &Case) -> Result<Vec<u32>> {
+    let (mut s, user) = session(engine, case, SpeculationOptions::off())?;
+    let generation = s.send(&user)?;
+    Ok(generation.prompt().to_vec())
+}
+
+/// One answer: its tokens and stats.
+fn answer(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -> Result<(Vec<u32>, Stats)> {
+    let (mut s, user) = session(engine, case, speculation)?;
+    let mut ids = Vec::new();
+    for event in s.send(&user)? {
+        match event? {
+            Event::Token { ids: t, .. } => ids.extend(t),
+            Event::Done(stats) => return Ok((ids, stats)),
+        }
+    }
+    Err(CliError::Other("generation ended without stats".into()))
+}
+
+fn run_case(
+    engine: &Arc<Engine>,
+    case: &Case,
+    spec_opts: &SpeculationOptions,
+    reps: usize,
+    bar: &ProgressBar,
+) -> Result<CaseReport> {
+    let mut plain_runs = Vec::new();
+    let mut spec_runs = Vec::new();
+    let mut reference: Option<Vec<u32>> = None;
+    let mut identical = true;
+    let mut spec_first: Option<Stats> = None;
+    let mut plain_first: Option<Stats> = None;
+    for rep in 0..reps {
+        // plain, spec, spec, plain, ...: each way gets the earlier slot as often as the later.
+        let order = if rep % 2 == 0 { [false, true] } else { [true, false] };
+        for speculate in order {
+            let opts = if speculate { spec_opts.clone() } else { SpeculationOptions::off() };
+            let (ids, stats) = answer(engine, case, opts)?;
+            match &reference {
+                None => reference = Some(ids),
+                Some(r) => identical &= *r == ids,
+            }
+            if speculate {
+                spec_runs.push(stats.decode_tokens_per_s);
+                spec_first.get_or_insert(stats);
+            } else {
+                plain_runs.push(stats.decode_tokens_per_s);
+                plain_first.get_or_insert(stats);
+            }
+            bar.inc(1);
+        }
+    }
+    let (Some(spec), Some(plain)) = (spec_first, plain_first) else {
+        return Err(CliError::Other("no runs".into()));
+    };
+    let (plain_tps, spec_tps) = (median(&plain_runs), median(&spec_runs));
+    let sp = &spec.speculation;
+    Ok(CaseReport {
+        id: case.id.clone(),
+        task: case.task.clone(),
+        prompt_tokens: spec.prompt_tokens,
+        generated_tokens: spec.generated_tokens,
+        plain_tps,
+        spec_tps,
+        ratio: spec_tps / plain_tps,
+        tokens_per_step: sp.tokens_per_step,
+        accepted_per_verify: if sp.verify_steps == 0 { 0.0 } else { sp.accepted_tokens as f64 / sp.verify_steps as f64 },
+        verify_steps: sp.verify_steps,
+        decode_passes: sp.decode_passes,
+        drafted_tokens: sp.drafted_tokens,
+        accepted_tokens: sp.accepted_tokens,
+        drafting_ms: sp.drafting_time.as_secs_f64() * 1e3,
+        draft_lengths: sp.draft_lengths.clone(),
+        accepted_lengths: sp.accepted_lengths.clone(),
+        identical,
+        plain_prefill_tps: plain.prefill_tokens_per_s,
+        spec_prefill_tps: spec.prefill_tokens_per_s,
+        calibrated_positions: sp.calibrated_positions,
+        plain_tps_runs: plain_runs,
+        spec_tps_runs: spec_runs,
+        llama_plain_tps: None,
+        llama_lookup_tps: None,
+        llama_lookup_ratio: None,
+    })
+}
+
+fn print_case_line(out: &mut Stdout, r: &CaseReport, header: bool) -> Result<()> {
+    if header {
+        out.line("| case | task | plain t/s | spec t/s | ratio | tokens/pass | drafted/accepted | identical | draft lengths |")?;
+        out.line("|---|---|---|---|---|---|---|---|---|")?;
+    }
+    out.line(&format!(
+        "| {} | {} | {:.1} | {:.1} | {:.2}x | {:.2} | {}/{} | {} | {} |",
+        r.id,
+        r.task,
+        r.plain_tps,
+        r.spec_tps,
+        r.ratio,
+        r.tokens_per_step,
+        r.drafted_tokens,
+        r.accepted_tokens,
+        if r.identical { "yes" } else { "NO" },
+        histogram(&r.draft_lengths)
+    ))?;
+    Ok(())
+}
+
+/// "0:12 3:4 8:1": count of passes per drafted length, lengths that occurred only.
+fn histogram(h: &[usize]) -> String {
+    h.iter().enumerate().filter(|(_, &c)| c > 0).map(|(n, c)| format!("{n}:{c}")).collect::<Vec<_>>().join(" ")
+}
+
+fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
+    let mut by_task: BTreeMap<&str, Vec<&CaseReport>> = BTreeMap::new();
+    for r in reports {
+        by_task.entry(&r.task).or_default().push(r);
+    }
+    by_task
+        .into_iter()
+        .map(|(task, rs)| {
+            let ratios: Vec<f64> = rs.iter().map(|r| r.ratio).collect();
+            let lookups: Vec<f64> = rs.iter().filter_map(|r| r.llama_lookup_ratio).collect();
+            TaskReport {
+                summary_of_task: task.to_owned(),
+                cases: rs.len(),
+                median_ratio: median(&ratios),
+                min_ratio: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                median_tokens_per_step: median(&rs.iter().map(|r| r.tokens_per_step).collect::<Vec<_>>()),
+                all_identical: rs.iter().all(|r| r.identical),
+                llama_lookup_median_ratio: (!lookups.is_empty()).then(|| median(&lookups)),
+            }
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct CostCurveReport {
+    cost_curve_depth: usize,
+    single_ms: f64,
+    /// cost(n) / cost(1) for n = 1, 2, ...
+    ratio: Vec<f64>,
+}
+
+/// The cost of one forward pass over a chain of n tokens after `prompt`, relative to one
+/// token, n = 1..=max: the curve the speculation controller learns online, measured directly
+/// (minimum over `reps` interleaved rounds: interference only ever adds time).
+fn measure_cost_curve(engine: &Arc<Engine>, prompt: &[u32], max: usize, reps: usize) -> Result<CostCurveReport> {
+    let model = engine.model();
+    let mut kv = model.new_kv_cache(prompt.len() + max + 1);
+    let mut scratch = Scratch::default();
+    model.forward(engine.pool(), &mut kv, &mut scratch, prompt, Logits::None)?;
+    let base = kv.len();
+    let tokens: Vec<u32> = prompt.iter().copied().cycle().skip(1).take(max).collect();
+    let parents: Vec<Option<usize>> = (0..max).map(|i| i.checked_sub(1)).collect();
+    let mut best = vec![f64::INFINITY; max];
+    for _ in 0..reps {
+        for n in 1..=max {
+            let t0 = Instant::now();
+            model.forward_tree(engine.pool(), &mut kv, &mut scratch, &tokens[..n], &parents[..n], Logits::All)?;
+            best[n - 1] = best[n - 1].min(t0.elapsed().as_secs_f64());
+            kv.truncate(base);
+        }
+    }
+    Ok(CostCurveReport { cost_curve_depth: base, single_ms: best[0] * 1e3, ratio: best.iter().map(|t| t / best[0]).collect() })
+}
+
+fn print_curve(out: &mut Stdout, c: &CostCurveReport, depth: usize, json: bool) -> Result<()> {
+    if json {
+        return Ok(out.line(&serde_json::to_string(c).map_err(|e| CliError::Other(e.to_string()))?)?);
+    }
+    out.line(&format!("verification cost at depth {depth}: one token {:.2} ms; cost(n)/cost(1):", c.single_ms))?;
+    let cells: Vec<String> = c.ratio.iter().enumerate().map(|(i, r)| format!("{}:{r:.2}", i + 1)).collect();
+    for chunk in cells.chunks(8) {
+        out.line(&format!("  {}", chunk.join("  ")))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct LlamaCase<'a> {
+    id: &'a str,
+    prompt_ids: Vec<u32>,
+    max_new_tokens: usize,
+}
+
+#[derive(Deserialize)]
+struct LlamaResult {
+    id: String,
+    plain_tps: f64,
+    lookup_tps: f64,
+}
+
+/// Runs the llama-cpp-python script on the same prompt tokens and adds its figures.
+fn add_llama_cpp(
+    engine: &Arc<Engine>,
+    model: &std::path::Path,
+    script: &std::path::Path,
+    cases: &[Case],
+    reports: &mut [CaseReport],
+    reps: usize,
+) -> Result<()> {
+    let mut input = String::new();
+    for c in cases {
+        let line = LlamaCase { id: &c.id, prompt_ids: prompt_ids(engine, c)?, max_new_tokens: c.max_new_tokens };
+        input.push_str(&serde_json::to_string(&line).map_err(|e| CliError::Other(e.to_string()))?);
+        input.push('\n');
+    }
+    let path = std::env::temp_dir().join(format!("tern-llama-cases-{}.jsonl", std::process::id()));
+    std::fs::write(&path, input)?;
+    let output = Command::new("python3")
+        .arg(script)
+        .arg("--model")
+        .arg(model)
+        .arg("--cases")
+        .arg(&path)
+        .arg("--threads")
+        .arg(engine.info().threads.to_string())
+        .arg("--reps")
+        .arg(reps.to_string())
+        .output()
+        .map_err(|e| CliError::Other(format!("cannot run python3 {}: {e}", script.display())))?;
+    let _ = std::fs::remove_file(&path);
+    if !output.status.success() {
+        return Err(CliError::Other(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+        )));
+    }
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(r) = serde_json::from_str::<LlamaResult>(line) else { continue };
+        if let Some(rep) = reports.iter_mut().find(|x| x.id == r.id) {
+            rep.llama_plain_tps = Some(r.plain_tps);
+            rep.llama_lookup_tps = Some(r.lookup_tps);
+            rep.llama_lookup_ratio = Some(r.lookup_tps / r.plain_tps);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_lists_occurring_lengths() {
+        assert_eq!(histogram(&[3, 0, 2, 0, 1]), "0:3 2:2 4:1");
+        assert_eq!(histogram(&[]), "");
+    }
+
+    #[test]
+    fn conversation_splits_system_history_and_last_user_message() {
+        let case: Case = serde_json::from_str(
+            r#"{"id":"x","task":"t","max_new_tokens":4,"messages":[{"role":"system","content":"s"},
+            {"role":"user","content":"u1"},{"role":"assistant","content":"a1"},{"role":"user","content":"u2"}]}"#,
+        )
+        .expect("parses");
+        let (system, earlier, user) = conversation(&case).expect("valid");
+        assert_eq!(system.as_deref(), Some("s"));
+        assert_eq!(earlier.len(), 2);
+        assert_eq!(user, "u2");
+    }
+}

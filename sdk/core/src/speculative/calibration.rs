@@ -1,0 +1,138 @@
+//! In-context calibration: the model's own next-token predictions at context positions.
+//!
+//! While prefilling, the model can compute its logits at prompt positions too (the LM head at
+//! those rows; see `Calibration` in [`super::SpeculationOptions`] for the cap). At each such
+//! position we keep the few best tokens and how far the token that really came next in the
+//! context sits below the best one. A draft that copies the context then knows where the model
+//! agrees with the copy (and how firmly), and where it would say something else, which becomes
+//! a draft candidate of its own (CoordGen's calibrated candidates).
+
+/// Best tokens kept per position.
+pub const TOP: usize = 3;
+
+/// The model's view at one position: its best tokens with their logit gap below the best
+/// (0 for the first), and the gap of the token that actually followed in the context.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    pub top: [u32; TOP],
+    pub gap: [f32; TOP],
+    pub next_gap: f32,
+}
+
+impl Prediction {
+    /// From one row of logits and the token that followed the position in the text.
+    pub fn from_logits(logits: &[f32], next: u32) -> Prediction {
+        let mut top = [0u32; TOP];
+        let mut val = [f32::NEG_INFINITY; TOP];
+        for (i, &l) in logits.iter().enumerate() {
+            // NaN compares false and is skipped.
+            if l > val[TOP - 1] {
+                let mut j = TOP - 1;
+                while j > 0 && l > val[j - 1] {
+                    val[j] = val[j - 1];
+                    top[j] = top[j - 1];
+                    j -= 1;
+                }
+                val[j] = l;
+                top[j] = i as u32;
+            }
+        }
+        let best = val[0];
+        let gap = val.map(|v| if v.is_finite() && best.is_finite() { v - best } else { f32::NEG_INFINITY });
+        let next_gap = match logits.get(next as usize) {
+            Some(&l) if l.is_finite() && best.is_finite() => l - best,
+            _ => f32::NEG_INFINITY,
+        };
+        Prediction { top, gap, next_gap }
+    }
+
+    /// The gap of `token` below the best, if it is among the kept tokens or is the token that
+    /// followed (`next`).
+    pub fn gap_of(&self, token: u32, next: Option<u32>) -> Option<f32> {
+        if let Some(i) = self.top.iter().position(|&t| t == token) {
+            return self.gap[i].is_finite().then_some(self.gap[i]);
+        }
+        (next == Some(token) && self.next_gap.is_finite()).then_some(self.next_gap)
+    }
+}
+
+/// Predictions at a run of positions of the live text, indexed by position.
+#[derive(Debug, Clone, Default)]
+pub struct Calibration {
+    /// Position of `rows[0]`.
+    start: usize,
+    rows: Vec<Option<Prediction>>,
+}
+
+impl Calibration {
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.rows.clear();
+    }
+
+    /// Positions with a prediction.
+    pub fn len(&self) -> usize {
+        self.rows.iter().filter(|r| r.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.iter().all(Option::is_none)
+    }
+
+    /// Drops the predictions at positions `len` and beyond.
+    pub fn truncate(&mut self, len: usize) {
+        let keep = len.saturating_sub(self.start);
+        self.rows.truncate(keep);
+    }
+
+    /// Records the prediction made after the token at position `at`.
+    pub fn insert(&mut self, at: usize, p: Prediction) {
+        if self.rows.is_empty() {
+            self.start = at;
+        }
+        if at < self.start {
+            let shift = self.start - at;
+            self.rows.splice(0..0, std::iter::repeat_n(None, shift));
+            self.start = at;
+        }
+        let i = at - self.start;
+        if i >= self.rows.len() {
+            self.rows.resize(i + 1, None);
+        }
+        self.rows[i] = Some(p);
+    }
+
+    /// The prediction after the token at position `at`.
+    pub fn at(&self, at: usize) -> Option<&Prediction> {
+        at.checked_sub(self.start).and_then(|i| self.rows.get(i)).and_then(Option::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_best_tokens_and_the_next_gap() {
+        let logits = [0.5, 3.0, -1.0, 2.0, f32::NAN, 2.5, 0.0];
+        let p = Prediction::from_logits(&logits, 6);
+        assert_eq!(p.top, [1, 5, 3]);
+        assert_eq!(p.gap, [0.0, -0.5, -1.0]);
+        assert_eq!(p.next_gap, -3.0);
+        assert_eq!(p.gap_of(5, Some(6)), Some(-0.5));
+        assert_eq!(p.gap_of(6, Some(6)), Some(-3.0));
+        assert_eq!(p.gap_of(2, Some(6)), None);
+    }
+
+    #[test]
+    fn positions_are_found_by_text_index() {
+        let mut c = Calibration::default();
+        let p = Prediction::from_logits(&[1.0, 0.0], 0);
+        c.insert(10, p);
+        c.insert(12, p);
+        c.insert(8, p);
+        assert!(c.at(8).is_some() && c.at(10).is_some() && c.at(12).is_some());
+        assert!(c.at(9).is_none() && c.at(7).is_none() && c.at(13).is_none());
+        assert_eq!(c.len(), 3);
+    }
+}

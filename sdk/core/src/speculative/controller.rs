@@ -1,0 +1,118 @@
+//! How much to draft each step: the tree prefix whose expected tokens per unit of pass cost is
+//! highest, against plain decoding's one token per single-token pass.
+//!
+//! A tree's nodes come best-first with `p_path`, the estimated probability that the path to
+//! the node is accepted; keeping the first k of them yields 1 + Σ p_path tokens in
+//! expectation (the token the model adds after the accepted path included), for a pass of
+//! k + 1 tokens. The controller keeps the k that maximises that over cost(k + 1) / cost(1)
+//! and drafts nothing when no k beats a plain step by a margin: speculation switches itself
+//! off where it would not pay, step by step, and back on where the text turns predictable.
+
+use super::cost::CostCurve;
+use super::tree::DraftTree;
+
+/// A draft must promise at least this speed-up over a plain step to be verified: estimates
+/// are noisy, and a pass that does not pay costs more than one that was not made.
+const MIN_GAIN: f64 = 1.05;
+
+/// A plain step at least this often keeps the single-token cost (the curve's unit) current
+/// as the context grows.
+const REFRESH_STEPS: usize = 48;
+
+#[derive(Debug, Clone, Default)]
+pub struct Controller {
+    steps_since_plain: usize,
+}
+
+/// The controller's decision for one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    /// Nodes of the tree to verify, the root included (1: a plain step).
+    pub keep: usize,
+    /// Expected tokens of the step.
+    pub expected_tokens: f64,
+    /// Expected speed-up of the step over a plain one.
+    pub expected_gain: f64,
+}
+
+impl Controller {
+    /// Chooses how many of `tree`'s nodes to verify.
+    pub fn plan(&mut self, tree: &DraftTree, curve: &CostCurve) -> Plan {
+        let plain = Plan { keep: 1, expected_tokens: 1.0, expected_gain: 1.0 };
+        if curve.single.is_none() || self.steps_since_plain >= REFRESH_STEPS {
+            return plain;
+        }
+        let mut best = plain;
+        let mut tokens = 1.0;
+        for (k, node) in tree.nodes().iter().enumerate().skip(1) {
+            tokens += f64::from(node.p_path);
+            let gain = tokens / curve.ratio(k + 1);
+            if gain > best.expected_gain {
+                best = Plan { keep: k + 1, expected_tokens: tokens, expected_gain: gain };
+            }
+        }
+        if best.expected_gain < MIN_GAIN {
+            plain
+        } else {
+            best
+        }
+    }
+
+    /// Records the size of the pass that was made.
+    pub fn record(&mut self, batch: usize) {
+        self.steps_since_plain = if batch <= 1 { 0 } else { self.steps_since_plain + 1 };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::features::Features;
+    use super::super::tree::Origin;
+    use super::*;
+    use std::time::Duration;
+
+    fn chain(ps: &[f32]) -> DraftTree {
+        let mut t = DraftTree::default();
+        t.reset(0);
+        for (i, &p) in ps.iter().enumerate() {
+            t.push(i, i as u32 + 1, Origin::Context, p, Features::default());
+        }
+        t
+    }
+
+    fn linear(slope: f64) -> CostCurve {
+        let ratio = (1..=64).map(|n| 1.0 + slope * (n - 1) as f64).collect();
+        CostCurve { ratio, measured: vec![true; 64], single: Some(Duration::from_millis(10)) }
+    }
+
+    #[test]
+    fn cheap_passes_take_long_confident_drafts() {
+        let t = chain(&[0.95; 12]);
+        let plan = Controller::default().plan(&t, &linear(0.02));
+        assert_eq!(plan.keep, 13);
+    }
+
+    #[test]
+    fn expensive_passes_draft_little_or_nothing() {
+        let t = chain(&[0.5, 0.5, 0.5]);
+        assert_eq!(Controller::default().plan(&t, &linear(0.9)).keep, 1);
+        let sure = chain(&[0.99, 0.99, 0.3]);
+        let plan = Controller::default().plan(&sure, &linear(0.6));
+        assert_eq!(plan.keep, 3, "{plan:?}");
+    }
+
+    #[test]
+    fn unknown_single_cost_or_a_stale_one_means_a_plain_step() {
+        let t = chain(&[0.99; 4]);
+        let mut unknown = linear(0.1);
+        unknown.single = None;
+        let mut c = Controller::default();
+        assert_eq!(c.plan(&t, &unknown).keep, 1);
+        for _ in 0..REFRESH_STEPS {
+            c.record(5);
+        }
+        assert_eq!(c.plan(&t, &linear(0.1)).keep, 1);
+        c.record(1);
+        assert!(c.plan(&t, &linear(0.1)).keep > 1);
+    }
+}

@@ -1,0 +1,185 @@
+//! What a verification pass costs on this device, learned from the engine's own passes.
+//!
+//! On a CPU a pass over n tokens reads the weights once but computes n times as much, so its
+//! cost grows with n at a rate that depends on the model, the kernels, the thread count and
+//! the context length: on a small model whose weights sit in cache a pass of 8 tokens costs
+//! several single-token passes, on a bandwidth-bound one barely more than one. Every decode
+//! pass reports its batch size and duration here; the controller asks for cost(n) / cost(1).
+//!
+//! Each batch size keeps its last few durations and uses their median (the machine may be
+//! shared: a slow outlier must not switch speculation off for good). Sizes not seen yet are
+//! interpolated between seen ones, or extrapolated with an optimistic prior slope so that the
+//! controller tries them once and then knows.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Largest batch the table tracks; larger passes are extrapolated.
+pub const MAX_BATCH: usize = 64;
+
+/// Durations kept per batch size.
+const WINDOW: usize = 8;
+
+/// Assumed growth of cost(n) / cost(1) per extra token where nothing is known yet. Optimistic
+/// on purpose (a pass of an unseen size gets tried, then measured).
+const PRIOR_SLOPE: f64 = 0.25;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// Most recent durations in seconds (ring).
+    times: [f32; WINDOW],
+    filled: u8,
+    next: u8,
+}
+
+impl Slot {
+    fn push(&mut self, t: f32) {
+        self.times[self.next as usize] = t;
+        self.next = (self.next + 1) % WINDOW as u8;
+        self.filled = (self.filled + 1).min(WINDOW as u8);
+    }
+
+    fn median(&self) -> Option<f64> {
+        if self.filled == 0 {
+            return None;
+        }
+        let mut v = [0f32; WINDOW];
+        let n = self.filled as usize;
+        v[..n].copy_from_slice(&self.times[..n]);
+        v[..n].sort_unstable_by(f32::total_cmp);
+        Some(f64::from(if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }))
+    }
+}
+
+/// The measured cost curve of one engine's decode passes.
+#[derive(Debug)]
+pub struct CostModel {
+    slots: Mutex<[Slot; MAX_BATCH]>,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel { slots: Mutex::new([Slot::default(); MAX_BATCH]) }
+    }
+}
+
+/// A snapshot of the curve: relative costs for batch sizes 1..=MAX_BATCH.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostCurve {
+    /// `ratio[n - 1]` = cost(n) / cost(1).
+    pub ratio: Vec<f64>,
+    /// Which sizes were measured (the others are interpolated or assumed).
+    pub measured: Vec<bool>,
+    /// Median duration of a single-token pass, if one was measured.
+    pub single: Option<Duration>,
+}
+
+impl CostCurve {
+    /// cost(n) / cost(1); beyond the table, extended along its last slope.
+    pub fn ratio(&self, n: usize) -> f64 {
+        match n {
+            0 | 1 => 1.0,
+            n if n <= self.ratio.len() => self.ratio[n - 1],
+            n => {
+                let len = self.ratio.len();
+                let slope = (self.ratio[len - 1] - self.ratio[len - 2]).max(0.0);
+                self.ratio[len - 1] + slope * (n - len) as f64
+            }
+        }
+    }
+}
+
+impl CostModel {
+    /// Records a decode pass over `n` tokens that took `t`.
+    pub fn observe(&self, n: usize, t: Duration) {
+        if n == 0 || n > MAX_BATCH {
+            return;
+        }
+        if let Ok(mut slots) = self.slots.lock() {
+            slots[n - 1].push(t.as_secs_f32());
+        }
+    }
+
+    /// The current curve.
+    pub fn curve(&self) -> CostCurve {
+        let medians: Vec<Option<f64>> = match self.slots.lock() {
+            Ok(slots) => slots.iter().map(Slot::median).collect(),
+            Err(_) => vec![None; MAX_BATCH],
+        };
+        curve_from(&medians)
+    }
+}
+
+/// Relative costs from per-size medians (`None`: not measured).
+fn curve_from(medians: &[Option<f64>]) -> CostCurve {
+    let n = medians.len();
+    let single = medians[0].filter(|&t| t > 0.0);
+    let measured: Vec<bool> = medians.iter().map(|m| m.is_some() && single.is_some()).collect();
+    let Some(t1) = single else {
+        let ratio = (1..=n).map(|k| 1.0 + PRIOR_SLOPE * (k - 1) as f64).collect();
+        return CostCurve { ratio, measured, single: None };
+    };
+    let known: Vec<(usize, f64)> = medians
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m.map(|t| (i + 1, (t / t1).max(1.0))))
+        .collect();
+    let mut ratio = Vec::with_capacity(n);
+    for k in 1..=n {
+        let below = known.iter().rev().find(|&&(s, _)| s <= k);
+        let above = known.iter().find(|&&(s, _)| s >= k);
+        let r = match (below, above) {
+            (Some(&(s0, r0)), Some(&(s1, r1))) if s1 > s0 => r0 + (r1 - r0) * (k - s0) as f64 / (s1 - s0) as f64,
+            (Some(&(_, r0)), Some(_)) => r0,
+            (Some(&(s0, r0)), None) => r0 + PRIOR_SLOPE * (k - s0) as f64,
+            // Unreachable: size 1 is known.
+            (None, _) => 1.0 + PRIOR_SLOPE * (k - 1) as f64,
+        };
+        ratio.push(r);
+    }
+    // Cost never falls with more tokens.
+    for k in 1..n {
+        ratio[k] = ratio[k].max(ratio[k - 1]);
+    }
+    CostCurve { ratio, measured, single: Some(Duration::from_secs_f64(t1)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unmeasured_sizes_follow_the_prior() {
+        let c = CostModel::default().curve();
+        assert_eq!(c.ratio(1), 1.0);
+        assert!((c.ratio(5) - (1.0 + 4.0 * PRIOR_SLOPE)).abs() < 1e-9);
+        assert!(c.single.is_none());
+    }
+
+    #[test]
+    fn measured_sizes_are_interpolated_and_medians_resist_outliers() {
+        let m = CostModel::default();
+        for _ in 0..3 {
+            m.observe(1, Duration::from_millis(10));
+            m.observe(5, Duration::from_millis(30));
+        }
+        // One descheduled pass does not move the median.
+        m.observe(5, Duration::from_millis(900));
+        let c = m.curve();
+        assert!((c.ratio(5) - 3.0).abs() < 1e-6, "{}", c.ratio(5));
+        assert!((c.ratio(3) - 2.0).abs() < 1e-6, "{}", c.ratio(3));
+        // Past the last measured size: its value plus the prior slope.
+        assert!((c.ratio(7) - (3.0 + 2.0 * PRIOR_SLOPE)).abs() < 1e-6);
+        assert!(c.measured[4] && !c.measured[2]);
+    }
+
+    #[test]
+    fn cost_never_decreases() {
+        let m = CostModel::default();
+        m.observe(1, Duration::from_millis(10));
+        m.observe(4, Duration::from_millis(40));
+        m.observe(6, Duration::from_millis(20));
+        let c = m.curve();
+        assert!(c.ratio.windows(2).all(|w| w[1] >= w[0]));
+    }
+}
