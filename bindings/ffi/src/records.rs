@@ -23,6 +23,31 @@ pub struct EngineOptions {
     /// Energy mode, where tuning results are kept, the device's name (docs/energy.md).
     #[uniffi(default)]
     pub energy: EnergyOptions,
+    /// Repack weights at load into the layout the kernels read fastest (default on: faster
+    /// prefill and decode, more load time and memory; off keeps only the mapped file).
+    #[uniffi(default = None)]
+    pub repack_weights: Option<bool>,
+    /// How KV caches store keys and values.
+    #[uniffi(default)]
+    pub kv_precision: KvPrecision,
+}
+
+/// KV cache storage: f16 (default), or int8 keys and fp8 values (half the memory and
+/// long-context bandwidth, slightly different logits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, uniffi::Enum)]
+pub enum KvPrecision {
+    #[default]
+    F16,
+    Int8Fp8,
+}
+
+impl From<KvPrecision> for tern::model::KvPrecision {
+    fn from(p: KvPrecision) -> Self {
+        match p {
+            KvPrecision::F16 => tern::model::KvPrecision::F16,
+            KvPrecision::Int8Fp8 => tern::model::KvPrecision::Int8Fp8,
+        }
+    }
 }
 
 impl From<EngineOptions> for tern::EngineOptions {
@@ -32,6 +57,8 @@ impl From<EngineOptions> for tern::EngineOptions {
             context_length: o.context_length.map(|n| n as usize),
             kernels: o.kernels,
             energy: o.energy.into(),
+            repack_weights: o.repack_weights,
+            kv_precision: o.kv_precision.into(),
         }
     }
 }
@@ -217,7 +244,7 @@ impl From<tern::Stats> for Stats {
             decode_tokens_per_s: s.decode_tokens_per_s,
             finish_reason: s.finish_reason.into(),
             constraint_ms: ms(s.constraint_time),
-            speculation: s.speculation.into(),
+            speculation: (*s.speculation).into(),
             energy: (*s.energy).into(),
         }
     }
