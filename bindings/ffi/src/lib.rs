@@ -22,6 +22,7 @@ mod error;
 mod logging;
 mod records;
 mod session;
+mod speculation;
 mod store;
 mod structured;
 mod ui;
@@ -35,6 +36,9 @@ pub use error::TernError;
 pub use logging::{set_log_level, LogLevel};
 pub use records::{EngineOptions, FinishReason, ModelInfo, SamplingOptions, SessionOptions, Stats, TokenEvent};
 pub use session::{Session, TokenStream};
+pub use speculation::{
+    DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats,
+};
 pub use store::{known_models, Download, DownloadEvent, DownloadOptions, ModelSpec, ModelStore, StoredFile};
 pub use structured::{Grammar, Tool, ToolCall, ToolChoice};
 pub use ui::{

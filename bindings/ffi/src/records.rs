@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::energy::{EnergyOptions, EnergyStats};
+use crate::speculation::{SpeculationOptions, SpeculationStats};
 use crate::structured::ToolCall;
 
 #[derive(Debug, Clone, Default, PartialEq, uniffi::Record)]
@@ -114,6 +115,9 @@ pub struct SessionOptions {
     /// Keep generating past end-of-generation tokens (benchmarks).
     #[uniffi(default = false)]
     pub ignore_eos: bool,
+    /// Speculative decoding: automatic by default (the answer is the same as without).
+    #[uniffi(default)]
+    pub speculation: SpeculationOptions,
 }
 
 impl Default for SessionOptions {
@@ -131,6 +135,7 @@ impl From<tern::SessionOptions> for SessionOptions {
             stop: o.stop,
             context_length: o.context_length.map(|n| n as u32),
             ignore_eos: o.ignore_eos,
+            speculation: o.speculation.into(),
         }
     }
 }
@@ -144,8 +149,7 @@ impl From<SessionOptions> for tern::SessionOptions {
             stop: o.stop,
             context_length: o.context_length.map(|n| n as usize),
             ignore_eos: o.ignore_eos,
-            // Speculation keeps the SDK's default (automatic) until the bindings expose it.
-            ..Default::default()
+            speculation: o.speculation.into(),
         }
     }
 }
@@ -190,6 +194,8 @@ pub struct Stats {
     pub finish_reason: FinishReason,
     /// Time the grammar or tool constraint took (token masks); zero without one.
     pub constraint_ms: f64,
+    /// Verification steps, drafted and accepted tokens, drafting time.
+    pub speculation: SpeculationStats,
     /// Energy, CPU time and core selection of prefill and decode.
     pub energy: EnergyStats,
 }
@@ -211,6 +217,7 @@ impl From<tern::Stats> for Stats {
             decode_tokens_per_s: s.decode_tokens_per_s,
             finish_reason: s.finish_reason.into(),
             constraint_ms: ms(s.constraint_time),
+            speculation: s.speculation.into(),
             energy: (*s.energy).into(),
         }
     }

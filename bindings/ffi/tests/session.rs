@@ -9,7 +9,10 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use pollster::block_on;
-use tern_ffi::{Engine, EngineOptions, FinishReason, Session, SessionOptions, TernError, TokenEvent, TokenStream};
+use tern_ffi::{
+    Engine, EngineOptions, FinishReason, HistoryOptions, HistoryScope, HistoryStore, Session, SessionOptions,
+    Speculation, SpeculationOptions, Stats, TernError, TokenEvent, TokenStream,
+};
 
 fn model() -> String {
     let dir = std::env::var_os("TERN_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
@@ -74,6 +77,75 @@ fn stream_matches_the_sdk_session() {
     }
     assert_eq!(text, want);
     assert_eq!(finish_reason(&session), Some(FinishReason::MaxTokens));
+}
+
+/// The whole answer's text and statistics.
+fn answer(session: &Session, text: &str) -> (String, Stats) {
+    let stream = session.send(text.into()).unwrap();
+    let mut answer = String::new();
+    loop {
+        match block_on(stream.next()).unwrap() {
+            Some(TokenEvent::Token { text, .. }) => answer.push_str(&text),
+            Some(TokenEvent::Done { stats }) => return (answer, stats),
+            Some(_) => {}
+            None => panic!("no Done event"),
+        }
+    }
+}
+
+fn speculating(speculation: SpeculationOptions) -> Arc<Session> {
+    engine().new_session(SessionOptions { max_tokens: 48, speculation, ..Default::default() }).unwrap()
+}
+
+const SUMMARY: &str = "Summarise in two sentences: The town library will close for renovation from 3 March to \
+    28 April. During the closure, books can be returned to the drop box at the town hall, and the mobile library \
+    will visit the market square every Saturday morning. The renovated library will have a larger children's \
+    section, a quiet study room and longer opening hours on weekdays.";
+
+#[test]
+fn speculation_keeps_the_greedy_answer() {
+    let (plain, plain_stats) =
+        answer(&speculating(SpeculationOptions { mode: Some(Speculation::Off), ..Default::default() }), SUMMARY);
+    let (fast, stats) = answer(&speculating(SpeculationOptions::default()), SUMMARY);
+    assert_eq!(fast, plain);
+    assert_eq!(plain_stats.speculation.verify_steps, 0);
+    let sp = &stats.speculation;
+    assert!(sp.verify_steps > 0 && sp.accepted_tokens > 0, "{sp:?}");
+    assert!(sp.tokens_per_step > 1.0, "{sp:?}");
+}
+
+/// Answers join the scope; a later session drafts from them, and clearing the key forgets them.
+#[test]
+fn history_scope_feeds_a_later_session() {
+    let dir = std::env::temp_dir().join(format!("tern-ffi-session-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = HistoryStore::open(dir.display().to_string(), HistoryOptions::default()).unwrap();
+    let scope = HistoryScope { store: Arc::clone(&store), key: "contact-7".into(), record_answers: true };
+    let question = "Write a short poem about the sea and the wind at night.";
+    let history = || SpeculationOptions { history: Some(scope.clone()), ..Default::default() };
+    let (first, _) = answer(&speculating(history()), question);
+    assert_eq!(store.texts("contact-7".into()).unwrap(), [first.as_str()]);
+    let (again, with) = answer(&speculating(history()), question);
+    let (_, without) = answer(&speculating(SpeculationOptions::default()), question);
+    assert_eq!(again, first);
+    assert!(
+        with.speculation.accepted_tokens > without.speculation.accepted_tokens + 10,
+        "with history {:?}, without {:?}",
+        with.speculation,
+        without.speculation
+    );
+    store.clear("contact-7".into()).unwrap();
+    assert!(store.texts("contact-7".into()).unwrap().is_empty());
+    let (_, cleared) = answer(
+        &speculating(SpeculationOptions {
+            history: Some(HistoryScope { record_answers: false, ..scope }),
+            ..Default::default()
+        }),
+        question,
+    );
+    assert!(cleared.speculation.accepted_tokens < with.speculation.accepted_tokens, "{:?}", cleared.speculation);
+    assert!(store.texts("contact-7".into()).unwrap().is_empty(), "record_answers: false adds nothing");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
