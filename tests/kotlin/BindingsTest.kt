@@ -271,6 +271,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
 
         structuredTests(engine)
         docSampleTests(engine, model)
+        speculationTests(engine)
     }
     storeTests()
     energyTests(model)

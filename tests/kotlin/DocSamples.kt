@@ -109,6 +109,22 @@ suspend fun downloadModel(filesDir: File, url: String, onProgress: (Float) -> Un
     }
 // snippet:end
 
+// snippet:begin speculation
+// One store for the app, kept in its files; each contact's thread is one key of it.
+fun openHistory(filesDir: File): HistoryStore = HistoryStore.open(File(filesDir, "history").path)
+
+suspend fun suggestReply(engine: Engine, history: HistoryStore, contact: String, message: String): Reply {
+    history.add(contact, message) // their words are drafted from too
+    val speculation = SpeculationOptions(history = HistoryScope(history, contact)) // answers join it
+    return engine.newSession(SessionOptions(maxTokens = 64u, speculation = speculation)).use { session ->
+        val reply = session.reply("Suggest a short reply to: $message")
+        val s = reply.stats.speculation
+        println("${s.tokensPerStep} tokens per step, ${s.acceptedTokens} of ${s.draftedTokens} drafted accepted")
+        reply
+    }
+}
+// snippet:end
+
 // snippet:begin energy
 suspend fun loadTuned(path: String, filesDir: File, deviceModel: String): Engine {
     val energy = EnergyOptions(tuningDir = filesDir.path, deviceName = deviceModel) // deviceModel: Build.MODEL

@@ -109,6 +109,23 @@ func downloadModel(appSupport: URL, url: String, onProgress: (Double) -> Void) a
 }
 // snippet:end
 
+// snippet:begin speculation
+// One store for the app, kept in its files; each contact's thread is one key of it.
+func openHistory(appSupport: URL) throws -> HistoryStore {
+    try HistoryStore.open(dir: appSupport.appendingPathComponent("history").path)
+}
+
+func suggestReply(engine: Engine, history: HistoryStore, contact: String, message: String) async throws -> Reply {
+    try history.add(key: contact, text: message) // their words are drafted from too
+    let speculation = SpeculationOptions(history: HistoryScope(store: history, key: contact)) // answers join it
+    let session = try engine.newSession(options: SessionOptions(maxTokens: 64, speculation: speculation))
+    let reply = try await session.reply("Suggest a short reply to: \(message)")
+    let s = reply.stats.speculation
+    print("\(s.tokensPerStep) tokens per step, \(s.acceptedTokens) of \(s.draftedTokens) drafted accepted")
+    return reply
+}
+// snippet:end
+
 // snippet:begin energy
 func loadTuned(path: String, appSupport: URL, deviceModel: String) async throws -> Engine {
     let energy = EnergyOptions(tuningDir: appSupport.path, deviceName: deviceModel) // e.g. "iPhone16,1"

@@ -315,6 +315,7 @@ final class Suite {
 
         await structuredTests(engine: engine)
         await docSampleTests(engine: engine, model: model)
+        await speculationTests(engine: engine)
         await storeTests()
         await energyTests(model: model)
     }
