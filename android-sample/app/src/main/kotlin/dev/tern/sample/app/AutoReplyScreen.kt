@@ -40,6 +40,7 @@ import androidx.lifecycle.viewmodel.compose.viewModel
 import dev.tern.Engine
 import dev.tern.HistoryStore
 import dev.tern.TernException
+import dev.tern.sample.ContactThread
 import dev.tern.sample.Incoming
 import dev.tern.sample.ReplySuggester
 import dev.tern.sample.ReplySuggestion
@@ -78,17 +79,9 @@ class AutoReplyModel(engine: Engine, val book: ThreadBook, history: HistoryStore
     }
 
     fun suggest(incoming: Incoming) {
-        job?.cancel() // one suggestion at a time: the phone's cores are shared
         suggestions.update { it - incoming }
-        working.value = incoming
-        job = viewModelScope.launch {
-            val result = try {
-                Result.success(suggester.suggest(book.thread(incoming.contact), incoming.text))
-            } catch (e: TernException) {
-                Result.failure(IllegalStateException(describe(e)))
-            }
+        work(incoming, { thread, text -> suggester.suggest(thread, text) }) { result ->
             suggestions.update { it + (incoming to result) }
-            working.value = null
         }
     }
 
@@ -97,17 +90,24 @@ class AutoReplyModel(engine: Engine, val book: ThreadBook, history: HistoryStore
      * measured speed-up (the second answer also becomes the suggestion: they are the same).
      */
     fun compare(incoming: Incoming) {
-        job?.cancel()
         comparisons.update { it - incoming }
+        work(incoming, { thread, text -> suggester.compare(thread, text) }) { result ->
+            comparisons.update { it + (incoming to result) }
+            result.getOrNull()?.let { c -> suggestions.update { it + (incoming to Result.success(c.speculative)) } }
+        }
+    }
+
+    /** Runs [answer] for [incoming], one at a time (the phone's cores are shared), then [done]. */
+    private fun <T> work(incoming: Incoming, answer: suspend (ContactThread, String) -> T, done: (Result<T>) -> Unit) {
+        job?.cancel()
         working.value = incoming
         job = viewModelScope.launch {
             val result = try {
-                Result.success(suggester.compare(book.thread(incoming.contact), incoming.text))
+                Result.success(answer(book.thread(incoming.contact), incoming.text))
             } catch (e: TernException) {
                 Result.failure(IllegalStateException(describe(e)))
             }
-            comparisons.update { it + (incoming to result) }
-            result.getOrNull()?.let { c -> suggestions.update { it + (incoming to Result.success(c.speculative)) } }
+            done(result)
             working.value = null
         }
     }
