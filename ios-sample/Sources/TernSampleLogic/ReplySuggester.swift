@@ -1,5 +1,6 @@
 // The Auto-reply screen's logic: for a message that just came in from a contact, suggest the
-// user's reply in their own style, from that contact's earlier messages.
+// user's reply in their own style, from that contact's earlier messages, and the speed-up
+// speculative decoding gave it.
 
 import Foundation
 import Tern
@@ -39,20 +40,39 @@ public struct ContactThread: Sendable, Equatable {
 
 /// A suggested reply, with the figures of the answer that produced it.
 public struct ReplySuggestion: Sendable, Equatable {
+    /// The reply as shown: the answer's first line, cleaned (see `cleanReply`).
     public let text: String
+    /// The model's whole answer, as generated.
+    public let answer: String
     public let tokens: Int
     public let timeToFirstTokenMs: Double
     public let decodeTokensPerS: Double
     public let totalMs: Double
-    /// Tokens per decoding step, counted from the stream: each token event carries the tokens of
-    /// one forward pass, so above 1 speculative decoding accepted drafted tokens (drafted from the
-    /// thread in the prompt); exactly 1 means plain decoding.
-    public let tokensPerStep: Double
+    /// What speculative decoding did: verification steps, drafted and accepted tokens, tokens per
+    /// decode pass (above 1 means drafted tokens were accepted; 1 is plain decoding).
+    public let speculation: SpeculationStats
+
+    public var tokensPerStep: Double { speculation.tokensPerStep }
 }
 
-/// Suggests replies in the user's style. The prompt holds the contact's thread (the user's own
-/// earlier messages show the style) and ends with the incoming message, in the form of the
-/// `reply` workloads; each suggestion is a fresh session, so threads never mix.
+/// The same suggestion decoded plainly and with speculation: the speed-up speculation gave on this
+/// device, this thread, now. Greedy decoding makes both answers the same, so `identical` is a check.
+public struct SpeculationComparison: Sendable, Equatable {
+    public let plain: ReplySuggestion
+    public let speculative: ReplySuggestion
+
+    /// Decode tokens/s with speculation over decode tokens/s without.
+    public var speedUp: Double { plain.decodeTokensPerS > 0 ? speculative.decodeTokensPerS / plain.decodeTokensPerS : 0 }
+    public var identical: Bool { plain.answer == speculative.answer }
+}
+
+/// Suggests replies in the user's style. The prompt holds the contact's latest messages (the
+/// user's own earlier messages show the style) and ends with the incoming message, in the form of
+/// the `reply` workloads; each suggestion is a fresh session, so threads never mix.
+///
+/// Speculative decoding drafts the reply from the prompt and, given a `history` store, from
+/// everything kept under the contact's key: older messages than the prompt holds and the replies
+/// the user sent (see `remember`), which is where the user's recurring phrases are.
 public struct ReplySuggester: Sendable {
     let engine: Engine
     /// The user's name, as the contact's messages address them.
@@ -60,25 +80,46 @@ public struct ReplySuggester: Sendable {
     public var maxTokens: UInt32
     /// How many of the thread's latest messages go into the prompt.
     public var historyMessages: Int
+    /// Each contact's past messages, keyed by `Contact.key`, for the drafter; nil: the prompt only.
+    public let history: HistoryStore?
+    /// How suggestions decode; `compare` also runs `.off`.
+    public var speculation: Speculation
 
-    public init(engine: Engine, me: String, maxTokens: UInt32 = 48, historyMessages: Int = 12) {
+    public init(
+        engine: Engine, me: String, maxTokens: UInt32 = 48, historyMessages: Int = 12, history: HistoryStore? = nil,
+        speculation: Speculation = .auto
+    ) {
         self.engine = engine
         self.me = me
         self.maxTokens = maxTokens
         self.historyMessages = historyMessages
+        self.history = history
+        self.speculation = speculation
     }
 
     /// Suggests the user's reply to `incoming`, the contact's newest message (not yet in `thread`).
     public func suggest(thread: ContactThread, incoming: String) async throws -> ReplySuggestion {
-        let session = try engine.newSession(options: SessionOptions(systemPrompt: systemPrompt(), maxTokens: maxTokens))
+        try await suggest(thread: thread, incoming: incoming, mode: speculation)
+    }
+
+    /// Suggests the reply twice, without speculation then with it, and measures the speed-up.
+    public func compare(thread: ContactThread, incoming: String) async throws -> SpeculationComparison {
+        let plain = try await suggest(thread: thread, incoming: incoming, mode: .off)
+        return SpeculationComparison(plain: plain, speculative: try await suggest(thread: thread, incoming: incoming, mode: speculation))
+    }
+
+    private func suggest(thread: ContactThread, incoming: String, mode: Speculation) async throws -> ReplySuggestion {
+        // A suggestion is not sent yet: only what the user sends joins the history (remember).
+        let scope = history.map { HistoryScope(store: $0, key: thread.contact.key, recordAnswers: false) }
+        let options = SessionOptions(
+            systemPrompt: systemPrompt(), maxTokens: maxTokens, speculation: SpeculationOptions(mode: mode, history: scope))
+        let session = try engine.newSession(options: options)
         var text = ""
-        var steps = 0
         var stats: Stats?
         for try await event in session.stream(userMessage(thread: thread, incoming: incoming)) {
             switch event {
-            case .token(let piece, let ids):
+            case .token(let piece, _):
                 text += piece
-                if !ids.isEmpty { steps += 1 }
             case .done(let s):
                 stats = s
             default:
@@ -88,12 +129,24 @@ public struct ReplySuggester: Sendable {
         guard let stats else { throw TernError.Internal(detail: "the answer ended without statistics") }
         return ReplySuggestion(
             text: cleanReply(text, me: me),
+            answer: text,
             tokens: Int(stats.generatedTokens),
             timeToFirstTokenMs: stats.timeToFirstTokenMs,
             decodeTokensPerS: stats.decodeTokensPerS,
             totalMs: stats.prefillMs + stats.decodeMs,
-            tokensPerStep: steps > 0 ? Double(stats.generatedTokens) / Double(steps) : 0
+            speculation: stats.speculation
         )
+    }
+
+    /// Keeps `message` (received, or the reply the user sent) in `contact`'s history for later drafts.
+    public func remember(_ message: ThreadMessage, of contact: Contact) throws {
+        try history?.add(key: contact.key, text: message.text)
+    }
+
+    /// Fills the contact's history from `thread` when it holds nothing yet (first start, demo threads).
+    public func seedHistory(_ thread: ContactThread) throws {
+        guard let history, try history.texts(key: thread.contact.key).isEmpty else { return }
+        for m in thread.messages { try history.add(key: thread.contact.key, text: m.text) }
     }
 
     public func systemPrompt() -> String {

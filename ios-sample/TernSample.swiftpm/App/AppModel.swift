@@ -19,6 +19,8 @@ final class AppModel {
     private(set) var engine: EngineState = .none
     let store: ModelStore?
     let picker: ModelPicker?
+    /// Each contact's past messages and sent replies, which speculative decoding drafts replies from.
+    let history: HistoryStore?
 
     /// Where the sample downloads models from. The files are published inside PyPI packages, not
     /// at one URL: serve `~/.cache/tern/models` from the Mac (`python3 -m http.server 8000`; the
@@ -30,6 +32,7 @@ final class AppModel {
         let dir = URL.applicationSupportDirectory.appending(path: "models", directoryHint: .isDirectory)
         store = try? ModelStore.open(dir: dir.path)
         picker = store.map { ModelPicker(store: $0, catalog: ModelPicker.catalog(baseURL: AppModel.modelBaseURL)) }
+        history = try? HistoryStore.open(dir: URL.applicationSupportDirectory.appending(path: "history", directoryHint: .isDirectory).path)
         setLogLevel(level: .info)
         watchDeviceState()
     }

@@ -13,7 +13,7 @@ struct TernSampleApp: App {
             TabView {
                 EngineGate(model: model) { ChatView(engine: $0) }
                     .tabItem { Label("Chat", systemImage: "bubble.left.and.bubble.right") }
-                EngineGate(model: model) { AutoReplyView(engine: $0) }
+                EngineGate(model: model) { AutoReplyView(engine: $0, history: model.history) }
                     .tabItem { Label("Auto-reply", systemImage: "arrowshape.turn.up.left") }
                 EngineGate(model: model) { AgentView(engine: $0) }
                     .tabItem { Label("UI agent", systemImage: "hand.tap") }

@@ -176,19 +176,55 @@ await test("the prompt shows the thread; replies lose the name and quotes small 
     try expect(cleanReply("Sam: \"ok, see you\"\nmore text", me: "Sam") == "ok, see you", "cleanReply")
 }
 
-await test("reply suggestions for the reply workloads, with their speed") {
+let historyDir = FileManager.default.temporaryDirectory.appendingPathComponent("tern-sample-history-\(ProcessInfo.processInfo.processIdentifier)")
+let history = try HistoryStore.open(dir: historyDir.path)
+
+await test("the contact's history: seeded from the thread once, then what the user sends") {
+    let suggester = ReplySuggester(engine: engine, me: "Sam", history: history)
+    let priya = ContactThread.demo[0].thread, mom = ContactThread.demo[1].thread
+    try suggester.seedHistory(priya)
+    var longer = priya
+    longer.messages.append(ThreadMessage(fromMe: true, text: "not seeded twice"))
+    try suggester.seedHistory(longer)
+    let seeded = try history.texts(key: priya.contact.key)
+    try expect(seeded == priya.messages.map(\.text), "history \(seeded)")
+    try suggester.remember(ThreadMessage(fromMe: true, text: "see you at 6"), of: priya.contact)
+    try expect(try history.texts(key: priya.contact.key).last == "see you at 6", "the sent reply is not kept")
+    try expect(try history.texts(key: mom.contact.key).isEmpty, "contacts share a history")
+    try history.clear(key: priya.contact.key)
+}
+
+await test("reply suggestions for the reply workloads: speculation from the contact's history, same answer, speed-up") {
     let cases = try readReplyCases()
     try expect(!cases.isEmpty, "no reply cases")
+    var speedUps: [Double] = []
+    var verifySteps = 0
     for c in cases {
-        let suggester = ReplySuggester(engine: engine, me: c.me, maxTokens: 32)
+        // Verifying whatever is drafted: automatic speculation decides from timings, which on a busy
+        // machine may verify nothing at all; the answer must be the same either way.
+        let suggester = ReplySuggester(
+            engine: engine, me: c.me, maxTokens: 32, history: history, speculation: .limits(limits: DraftLimits(adaptive: false)))
         let prompt = suggester.userMessage(thread: c.thread, incoming: c.incoming)
         try expect(prompt.hasSuffix("\(c.thread.contact.name): \(c.incoming)\n\nWrite \(c.me)'s reply to the last message."), prompt)
-        let s = try await suggester.suggest(thread: c.thread, incoming: c.incoming)
+        try history.clear(key: c.thread.contact.key)
+        try suggester.seedHistory(c.thread)
+        let r = try await suggester.compare(thread: c.thread, incoming: c.incoming)
+        let s = r.speculative, spec = s.speculation
         try expect(!s.text.isEmpty && !s.text.hasPrefix("\(c.me):"), "\(c.id): suggestion '\(s.text)'")
-        try expect((1...32).contains(s.tokens) && s.decodeTokensPerS > 0 && s.tokensPerStep >= 1, "\(c.id): figures \(s)")
-        print("     \(c.id): '\(s.text)' (\(s.tokens) tokens, \(fmt(s.decodeTokensPerS)) tokens/s, \(fmt(s.tokensPerStep, 2)) tokens/step, TTFT \(fmt(s.timeToFirstTokenMs, 0)) ms)")
+        try expect(r.identical, "\(c.id): speculation changed the answer: '\(r.plain.answer)' vs '\(s.answer)'")
+        try expect((1...32).contains(s.tokens) && s.decodeTokensPerS > 0 && r.plain.decodeTokensPerS > 0, "\(c.id): figures \(s)")
+        try expect(r.plain.speculation.verifySteps == 0 && r.plain.tokensPerStep == 1, "\(c.id): plain decoding speculated: \(r.plain.speculation)")
+        // A case with nothing to draft decodes plainly.
+        try expect(spec.acceptedTokens <= spec.draftedTokens && (spec.verifySteps > 0 || s.tokensPerStep == 1) && s.tokensPerStep >= 1, "\(c.id): speculation \(spec)")
+        verifySteps += Int(spec.verifySteps)
+        speedUps.append(r.speedUp)
+        print("     \(c.id): '\(s.text)' (\(s.tokens) tokens; \(fmt(r.plain.decodeTokensPerS)) -> \(fmt(s.decodeTokensPerS)) tokens/s, speed-up \(fmt(r.speedUp, 2))x; \(spec.verifySteps) verify steps, \(spec.acceptedTokens)/\(spec.draftedTokens) drafted tokens accepted, \(fmt(s.tokensPerStep, 2)) tokens/step)")
     }
+    try expect(verifySteps > 0, "speculation verified no draft in any reply case")
+    print("     median speed-up \(fmt(speedUps.sorted()[speedUps.count / 2], 2))x, \(verifySteps) verify steps (one run each, timings are noisy)")
 }
+try? history.clearAll()
+try? FileManager.default.removeItem(at: historyDir)
 
 
 await agentChecks()

@@ -1,10 +1,16 @@
 // The Auto-reply screen's logic: for a message that just came in from a contact, suggest the
-// user's reply in their own style, from that contact's earlier messages.
+// user's reply in their own style, from that contact's earlier messages, and the speed-up
+// speculative decoding gave it.
 
 package dev.tern.sample
 
 import dev.tern.Engine
+import dev.tern.HistoryScope
+import dev.tern.HistoryStore
 import dev.tern.SessionOptions
+import dev.tern.Speculation
+import dev.tern.SpeculationOptions
+import dev.tern.SpeculationStats
 import dev.tern.Stats
 import dev.tern.TernException
 import dev.tern.TokenEvent
@@ -23,23 +29,41 @@ data class ContactThread(val contact: Contact, val messages: List<ThreadMessage>
 
 /** A suggested reply, with the figures of the answer that produced it. */
 data class ReplySuggestion(
+    /** The reply as shown: the answer's first line, cleaned (see [cleanReply]). */
     val text: String,
+    /** The model's whole answer, as generated. */
+    val answer: String,
     val tokens: Int,
     val timeToFirstTokenMs: Double,
     val decodeTokensPerS: Double,
     val totalMs: Double,
     /**
-     * Tokens per decoding step, counted from the stream: each token event carries the tokens of
-     * one forward pass, so above 1 speculative decoding accepted drafted tokens (drafted from the
-     * thread in the prompt); exactly 1 means plain decoding.
+     * What speculative decoding did: verification steps, drafted and accepted tokens, tokens per
+     * decode pass (above 1 means drafted tokens were accepted; 1 is plain decoding).
      */
-    val tokensPerStep: Double,
-)
+    val speculation: SpeculationStats,
+) {
+    val tokensPerStep: Double get() = speculation.tokensPerStep
+}
 
 /**
- * Suggests replies in the user's style. The prompt holds the contact's thread (the user's own
- * earlier messages show the style) and ends with the incoming message, in the form of the
- * `reply` workloads; each suggestion is a fresh session, so threads never mix.
+ * The same suggestion decoded plainly and with speculation: the speed-up speculation gave on this
+ * device, this thread, now. Greedy decoding makes both answers the same, so [identical] is a check.
+ */
+data class SpeculationComparison(val plain: ReplySuggestion, val speculative: ReplySuggestion) {
+    /** Decode tokens/s with speculation over decode tokens/s without. */
+    val speedUp: Double get() = if (plain.decodeTokensPerS > 0) speculative.decodeTokensPerS / plain.decodeTokensPerS else 0.0
+    val identical: Boolean get() = plain.answer == speculative.answer
+}
+
+/**
+ * Suggests replies in the user's style. The prompt holds the contact's latest messages (the
+ * user's own earlier messages show the style) and ends with the incoming message, in the form of
+ * the `reply` workloads; each suggestion is a fresh session, so threads never mix.
+ *
+ * Speculative decoding drafts the reply from the prompt and, given a [history] store, from
+ * everything kept under the contact's key: older messages than the prompt holds and the replies
+ * the user sent (see [remember]), which is where the user's recurring phrases are.
  */
 class ReplySuggester(
     private val engine: Engine,
@@ -48,20 +72,34 @@ class ReplySuggester(
     private val maxTokens: UInt = 48u,
     /** How many of the thread's latest messages go into the prompt. */
     private val historyMessages: Int = 12,
+    /** Each contact's past messages, keyed by [Contact.key], for the drafter; none: the prompt only. */
+    val history: HistoryStore? = null,
+    /** How suggestions decode; [compare] also runs [Speculation.Off]. */
+    private val speculation: Speculation = Speculation.Auto,
 ) {
     /** Suggests the user's reply to [incoming], the contact's newest message (not yet in [thread]). */
-    suspend fun suggest(thread: ContactThread, incoming: String): ReplySuggestion {
-        val options = SessionOptions(systemPrompt = systemPrompt(), maxTokens = maxTokens)
+    suspend fun suggest(thread: ContactThread, incoming: String): ReplySuggestion = suggest(thread, incoming, speculation)
+
+    /** Suggests the reply twice, without speculation then with it, and measures the speed-up. */
+    suspend fun compare(thread: ContactThread, incoming: String): SpeculationComparison {
+        val plain = suggest(thread, incoming, Speculation.Off)
+        return SpeculationComparison(plain, suggest(thread, incoming, speculation))
+    }
+
+    private suspend fun suggest(thread: ContactThread, incoming: String, mode: Speculation): ReplySuggestion {
+        // A suggestion is not sent yet: only what the user sends joins the history (remember).
+        val scope = history?.let { HistoryScope(it, thread.contact.key, recordAnswers = false) }
+        val options = SessionOptions(
+            systemPrompt = systemPrompt(),
+            maxTokens = maxTokens,
+            speculation = SpeculationOptions(mode = mode, history = scope),
+        )
         return engine.newSession(options).use { session ->
             val text = StringBuilder()
-            var steps = 0
             var stats: Stats? = null
             session.stream(userMessage(thread, incoming)).collect { event ->
                 when (event) {
-                    is TokenEvent.Token -> {
-                        text.append(event.text)
-                        if (event.ids.isNotEmpty()) steps++
-                    }
+                    is TokenEvent.Token -> text.append(event.text)
                     is TokenEvent.Done -> stats = event.stats
                     else -> Unit // no tools in this session
                 }
@@ -69,13 +107,25 @@ class ReplySuggester(
             val s = stats ?: throw TernException.Internal("the answer ended without statistics")
             ReplySuggestion(
                 text = cleanReply(text.toString(), me),
+                answer = text.toString(),
                 tokens = s.generatedTokens.toInt(),
                 timeToFirstTokenMs = s.timeToFirstTokenMs,
                 decodeTokensPerS = s.decodeTokensPerS,
                 totalMs = s.prefillMs + s.decodeMs,
-                tokensPerStep = if (steps > 0) s.generatedTokens.toDouble() / steps else 0.0,
+                speculation = s.speculation,
             )
         }
+    }
+
+    /** Keeps [message] (received, or the reply the user sent) in [contact]'s history for later drafts. */
+    fun remember(contact: Contact, message: ThreadMessage) {
+        history?.add(contact.key, message.text)
+    }
+
+    /** Fills [thread]'s contact history from the thread when it holds nothing yet (first start, demo threads). */
+    fun seedHistory(thread: ContactThread) {
+        val store = history ?: return
+        if (store.texts(thread.contact.key).isEmpty()) thread.messages.forEach { store.add(thread.contact.key, it.text) }
     }
 
     fun systemPrompt(): String =

@@ -36,6 +36,9 @@ fun expect(cond: Boolean, what: () -> String) {
 
 private val greedy = ChatSettings(maxTokens = 24u, temperature = 0f)
 
+/** Speculation within the default bounds that verifies every draft (no cost model). */
+private val verifyAll = Speculation.Limits(DraftLimits(adaptive = false))
+
 fun main(args: Array<String>) {
     require(args.size == 2) { "usage: AppLogicTestKt MODEL CASES_DIR" }
     val cases = File(args[1])
@@ -170,19 +173,58 @@ private suspend fun CoroutineScope.replies(engine: Engine, dir: File) {
     }
 
     val cases = dir.listFiles { f -> f.name.endsWith(".tsv") }!!.sortedBy { it.name }.map(::readReplyCase)
-    test("reply suggestions for the ${cases.size} reply workloads, with their speed") {
-        expect(cases.isNotEmpty()) { "no reply cases in $dir" }
-        for (case in cases) {
-            val suggester = ReplySuggester(engine, case.me, maxTokens = 32u)
-            val prompt = suggester.userMessage(case.thread, case.incoming)
-            expect(prompt.endsWith("${case.thread.contact.name}: ${case.incoming}\n\nWrite ${case.me}'s reply to the last message.")) { prompt }
-            val s = suggester.suggest(case.thread, case.incoming)
-            expect(s.text.isNotBlank() && !s.text.startsWith("${case.me}:")) { "${case.id}: suggestion '${s.text}'" }
-            expect(s.tokens in 1..32 && s.decodeTokensPerS > 0 && s.tokensPerStep >= 1.0) { "${case.id}: figures $s" }
-            println(
-                "     ${case.id}: '${s.text}' (${s.tokens} tokens, ${"%.1f".format(s.decodeTokensPerS)} tokens/s, " +
-                    "${"%.2f".format(s.tokensPerStep)} tokens/step, TTFT ${"%.0f".format(s.timeToFirstTokenMs)} ms)",
-            )
+    val historyDir = File(System.getProperty("java.io.tmpdir"), "tern-sample-history-${ProcessHandle.current().pid()}")
+    val history = HistoryStore.open(historyDir.path)
+    try {
+        test("the contact's history: seeded from the thread once, then what the user sends") {
+            val suggester = ReplySuggester(engine, "Sam", history = history)
+            val (priya, mom) = ThreadBook.withDemoThreads().threads.value.values.sortedBy { it.contact.key }.let { it[1] to it[0] }
+            suggester.seedHistory(priya)
+            suggester.seedHistory(priya.with(ThreadMessage(true, "not seeded twice")))
+            expect(history.texts(priya.contact.key) == priya.messages.map { it.text }) { "history ${history.texts(priya.contact.key)}" }
+            suggester.remember(priya.contact, ThreadMessage(true, "see you at 6"))
+            expect(history.texts(priya.contact.key).last() == "see you at 6") { "the sent reply is not kept" }
+            expect(history.texts(mom.contact.key).isEmpty()) { "contacts share a history" }
+            history.clear(priya.contact.key)
         }
+
+        test("reply suggestions for the ${cases.size} reply workloads: speculation from the contact's history, same answer, speed-up") {
+            expect(cases.isNotEmpty()) { "no reply cases in $dir" }
+            val speedUps = mutableListOf<Double>()
+            var verifySteps = 0
+            for (case in cases) {
+                // Verifying whatever is drafted: automatic speculation decides from timings, which on a
+                // busy machine may verify nothing at all; the answer must be the same either way.
+                val suggester = ReplySuggester(engine, case.me, maxTokens = 32u, history = history, speculation = verifyAll)
+                val prompt = suggester.userMessage(case.thread, case.incoming)
+                expect(prompt.endsWith("${case.thread.contact.name}: ${case.incoming}\n\nWrite ${case.me}'s reply to the last message.")) { prompt }
+                history.clear(case.thread.contact.key)
+                suggester.seedHistory(case.thread)
+                val c = suggester.compare(case.thread, case.incoming)
+                val s = c.speculative
+                expect(s.text.isNotBlank() && !s.text.startsWith("${case.me}:")) { "${case.id}: suggestion '${s.text}'" }
+                expect(c.identical) { "${case.id}: speculation changed the answer: '${c.plain.answer}' vs '${s.answer}'" }
+                expect(s.tokens in 1..32 && s.decodeTokensPerS > 0 && c.plain.decodeTokensPerS > 0) { "${case.id}: figures $s" }
+                expect(c.plain.speculation.verifySteps == 0u && c.plain.tokensPerStep == 1.0) { "${case.id}: plain decoding speculated: ${c.plain.speculation}" }
+                // A case with nothing to draft decodes plainly.
+                val spec = s.speculation
+                expect(spec.acceptedTokens <= spec.draftedTokens && (spec.verifySteps > 0u || s.tokensPerStep == 1.0) && s.tokensPerStep >= 1.0) {
+                    "${case.id}: speculation $spec"
+                }
+                verifySteps += spec.verifySteps.toInt()
+                speedUps += c.speedUp
+                println(
+                    "     ${case.id}: '${s.text}' (${s.tokens} tokens; ${"%.1f".format(c.plain.decodeTokensPerS)} -> " +
+                        "${"%.1f".format(s.decodeTokensPerS)} tokens/s, speed-up ${"%.2f".format(c.speedUp)}x; " +
+                        "${s.speculation.verifySteps} verify steps, ${s.speculation.acceptedTokens}/${s.speculation.draftedTokens} " +
+                        "drafted tokens accepted, ${"%.2f".format(s.tokensPerStep)} tokens/step)",
+                )
+            }
+            expect(verifySteps > 0) { "speculation verified no draft in any reply case" }
+            println("     median speed-up ${"%.2f".format(speedUps.sorted()[speedUps.size / 2])}x, $verifySteps verify steps (one run each, timings are noisy)")
+        }
+    } finally {
+        history.clearAll()
+        historyDir.deleteRecursively()
     }
 }

@@ -1,5 +1,6 @@
 // The Auto-reply tab: messages waiting for a reply (from other apps' notifications, or typed in
-// as a demo), a suggested reply in the user's style for each, and what producing it took.
+// as a demo), a suggested reply in the user's style for each, what producing it took, and the
+// speed-up speculative decoding from the contact's history gave (measured against plain decoding).
 
 package dev.tern.sample.app
 
@@ -37,12 +38,17 @@ import androidx.lifecycle.compose.collectAsStateWithLifecycle
 import androidx.lifecycle.viewModelScope
 import androidx.lifecycle.viewmodel.compose.viewModel
 import dev.tern.Engine
+import dev.tern.HistoryStore
 import dev.tern.TernException
+import dev.tern.sample.ContactThread
 import dev.tern.sample.Incoming
 import dev.tern.sample.ReplySuggester
 import dev.tern.sample.ReplySuggestion
+import dev.tern.sample.SpeculationComparison
+import dev.tern.sample.ThreadMessage
 import dev.tern.sample.ThreadBook
 import dev.tern.sample.describe
+import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.update
@@ -51,25 +57,57 @@ import kotlinx.coroutines.launch
 /** The user's name as contacts address them; a real app reads it from the profile. */
 private const val ME = "Sam"
 
-class AutoReplyModel(engine: Engine, val book: ThreadBook) : ViewModel() {
-    private val suggester = ReplySuggester(engine, ME)
+class AutoReplyModel(engine: Engine, val book: ThreadBook, history: HistoryStore) : ViewModel() {
+    private val suggester = ReplySuggester(engine, ME, history = history)
     /** Suggestions by incoming message; a missing key is being computed or not asked yet. */
     val suggestions = MutableStateFlow<Map<Incoming, Result<ReplySuggestion>>>(emptyMap())
     /** The message a suggestion is being computed for. */
     val working = MutableStateFlow<Incoming?>(null)
+    /** Speed-ups measured with "Compare", by incoming message. */
+    val comparisons = MutableStateFlow<Map<Incoming, Result<SpeculationComparison>>>(emptyMap())
     private var job: Job? = null
 
+    init {
+        // The demo threads (and threads from before the store existed) become drafting context.
+        viewModelScope.launch(Dispatchers.IO) {
+            try {
+                book.threads.value.values.forEach(suggester::seedHistory)
+            } catch (e: TernException) {
+                android.util.Log.w("TernSample", "reply history: ${describe(e)}")
+            }
+        }
+    }
+
     fun suggest(incoming: Incoming) {
-        job?.cancel() // one suggestion at a time: the phone's cores are shared
         suggestions.update { it - incoming }
+        work(incoming, { thread, text -> suggester.suggest(thread, text) }) { result ->
+            suggestions.update { it + (incoming to result) }
+        }
+    }
+
+    /**
+     * Suggests the reply for [incoming] without speculation and then with it, and keeps the
+     * measured speed-up (the second answer also becomes the suggestion: they are the same).
+     */
+    fun compare(incoming: Incoming) {
+        comparisons.update { it - incoming }
+        work(incoming, { thread, text -> suggester.compare(thread, text) }) { result ->
+            comparisons.update { it + (incoming to result) }
+            result.getOrNull()?.let { c -> suggestions.update { it + (incoming to Result.success(c.speculative)) } }
+        }
+    }
+
+    /** Runs [answer] for [incoming], one at a time (the phone's cores are shared), then [done]. */
+    private fun <T> work(incoming: Incoming, answer: suspend (ContactThread, String) -> T, done: (Result<T>) -> Unit) {
+        job?.cancel()
         working.value = incoming
         job = viewModelScope.launch {
             val result = try {
-                Result.success(suggester.suggest(book.thread(incoming.contact), incoming.text))
+                Result.success(answer(book.thread(incoming.contact), incoming.text))
             } catch (e: TernException) {
                 Result.failure(IllegalStateException(describe(e)))
             }
-            suggestions.update { it + (incoming to result) }
+            done(result)
             working.value = null
         }
     }
@@ -79,15 +117,26 @@ class AutoReplyModel(engine: Engine, val book: ThreadBook) : ViewModel() {
         ReplyNotificationListener.reply(incoming, reply)
         book.replied(incoming, reply)
         suggestions.update { it - incoming }
+        comparisons.update { it - incoming }
+        // What was said joins the contact's history, so later replies draft from it.
+        viewModelScope.launch(Dispatchers.IO) {
+            try {
+                suggester.remember(incoming.contact, ThreadMessage(false, incoming.text))
+                suggester.remember(incoming.contact, ThreadMessage(true, reply))
+            } catch (e: TernException) {
+                android.util.Log.w("TernSample", "reply history: ${describe(e)}")
+            }
+        }
     }
 }
 
 @Composable
-fun AutoReplyScreen(engine: Engine, book: ThreadBook) {
-    val model: AutoReplyModel = viewModel(key = "reply-${System.identityHashCode(engine)}") { AutoReplyModel(engine, book) }
+fun AutoReplyScreen(engine: Engine, book: ThreadBook, history: HistoryStore) {
+    val model: AutoReplyModel = viewModel(key = "reply-${System.identityHashCode(engine)}") { AutoReplyModel(engine, book, history) }
     val pending by book.pending.collectAsStateWithLifecycle()
     val suggestions by model.suggestions.collectAsStateWithLifecycle()
     val working by model.working.collectAsStateWithLifecycle()
+    val comparisons by model.comparisons.collectAsStateWithLifecycle()
     val context = LocalContext.current
     val granted = NotificationManagerCompat.getEnabledListenerPackages(context).contains(context.packageName)
 
@@ -108,7 +157,10 @@ fun AutoReplyScreen(engine: Engine, book: ThreadBook) {
         DemoIncoming(book)
         LazyColumn(verticalArrangement = Arrangement.spacedBy(8.dp)) {
             items(pending, key = { "${it.contact.key}:${it.text}" }) { incoming ->
-                IncomingCard(incoming, suggestions[incoming], working == incoming, onSuggest = { model.suggest(incoming) }, onSend = { model.send(incoming, it) })
+                IncomingCard(
+                    incoming, suggestions[incoming], comparisons[incoming], working == incoming,
+                    onSuggest = { model.suggest(incoming) }, onCompare = { model.compare(incoming) }, onSend = { model.send(incoming, it) },
+                )
             }
         }
     }
@@ -127,7 +179,15 @@ private fun DemoIncoming(book: ThreadBook) {
 }
 
 @Composable
-private fun IncomingCard(incoming: Incoming, suggestion: Result<ReplySuggestion>?, working: Boolean, onSuggest: () -> Unit, onSend: (String) -> Unit) {
+private fun IncomingCard(
+    incoming: Incoming,
+    suggestion: Result<ReplySuggestion>?,
+    comparison: Result<SpeculationComparison>?,
+    working: Boolean,
+    onSuggest: () -> Unit,
+    onCompare: () -> Unit,
+    onSend: (String) -> Unit,
+) {
     Card(Modifier.fillMaxWidth()) {
         Column(Modifier.padding(12.dp), verticalArrangement = Arrangement.spacedBy(6.dp)) {
             Text("${incoming.contact.name}: ${incoming.text}", style = MaterialTheme.typography.bodyLarge)
@@ -140,14 +200,35 @@ private fun IncomingCard(incoming: Incoming, suggestion: Result<ReplySuggestion>
                     var draft by remember(s) { mutableStateOf(s.text) }
                     OutlinedTextField(draft, { draft = it }, Modifier.fillMaxWidth())
                     Text(
-                        "%d tokens · %.1f tok/s · %.2f tokens/step · first token after %.0f ms"
-                            .format(s.tokens, s.decodeTokensPerS, s.tokensPerStep, s.timeToFirstTokenMs),
+                        "%d tokens · %.1f tok/s · %.2f tokens/step · %d/%d drafted tokens accepted · first token after %.0f ms".format(
+                            s.tokens, s.decodeTokensPerS, s.tokensPerStep, s.speculation.acceptedTokens.toInt(),
+                            s.speculation.draftedTokens.toInt(), s.timeToFirstTokenMs,
+                        ),
                         style = MaterialTheme.typography.labelSmall,
                     )
+                    SpeedUp(comparison)
                     // Sending is the user's decision, every time.
-                    Row { Button(onClick = { onSend(draft) }) { Text(stringResource(R.string.send)) }; TextButton(onClick = onSuggest) { Text("Again") } }
+                    Row {
+                        Button(onClick = { onSend(draft) }) { Text(stringResource(R.string.send)) }
+                        TextButton(onClick = onSuggest) { Text("Again") }
+                        TextButton(onClick = onCompare) { Text("Compare") }
+                    }
                 }
             }
         }
     }
+}
+
+/** The speed-up speculative decoding gave this reply, measured by running it plainly too. */
+@Composable
+private fun SpeedUp(comparison: Result<SpeculationComparison>?) {
+    val result = comparison ?: return
+    val c = result.getOrNull() ?: return Text(result.exceptionOrNull()?.message ?: "failed", color = MaterialTheme.colorScheme.error)
+    Text(
+        "speed-up %.2f× with speculation: %.1f → %.1f tok/s%s".format(
+            c.speedUp, c.plain.decodeTokensPerS, c.speculative.decodeTokensPerS,
+            if (c.identical) ", same reply" else ", replies differ",
+        ),
+        style = MaterialTheme.typography.labelMedium,
+    )
 }

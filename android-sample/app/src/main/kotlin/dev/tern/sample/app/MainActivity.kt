@@ -74,7 +74,7 @@ private fun SampleApp(app: TernSampleApp) {
                 else -> WithEngine(engineState) { engine ->
                     when (tab) {
                         Tab.CHAT -> ChatScreen(engine)
-                        Tab.REPLY -> AutoReplyScreen(engine, app.threads)
+                        Tab.REPLY -> AutoReplyScreen(engine, app.threads, app.history)
                         Tab.AGENT -> AgentScreen(engine)
                         Tab.MODELS -> Unit
                     }

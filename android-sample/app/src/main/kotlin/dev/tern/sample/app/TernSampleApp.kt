@@ -10,6 +10,7 @@ import androidx.core.content.ContextCompat
 import dev.tern.DeviceState
 import dev.tern.Engine
 import dev.tern.EngineOptions
+import dev.tern.HistoryStore
 import dev.tern.EnergyOptions
 import dev.tern.LogLevel
 import dev.tern.ModelStore
@@ -34,6 +35,10 @@ class TernSampleApp : Application() {
     lateinit var store: ModelStore
         private set
 
+    /** Each contact's past messages and sent replies, which speculative decoding drafts replies from. */
+    lateinit var history: HistoryStore
+        private set
+
     /** Conversations per contact, filled by the notification listener and the demo. */
     val threads = ThreadBook.withDemoThreads()
 
@@ -51,6 +56,7 @@ class TernSampleApp : Application() {
             android.util.Log.i("TernSample", "energy figures will be estimated: ${e.message}")
         }
         store = ModelStore.open(filesDir.resolve("models").path)
+        history = HistoryStore.open(filesDir.resolve("history").path)
         watchDeviceState()
         // The last model used, if it is still in the store.
         prefs.getString(KEY_MODEL, null)?.let { path -> if (java.io.File(path).exists()) load(path) }
