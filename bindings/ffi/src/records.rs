@@ -27,9 +27,10 @@ pub struct EngineOptions {
     /// prefill and decode, more load time and memory; off keeps only the mapped file).
     #[uniffi(default = None)]
     pub repack_weights: Option<bool>,
-    /// How KV caches store keys and values.
-    #[uniffi(default)]
-    pub kv_precision: KvPrecision,
+    /// How KV caches store keys and values; none = f16. (An option because a record's enum
+    /// field cannot carry a default in the generated code.)
+    #[uniffi(default = None)]
+    pub kv_precision: Option<KvPrecision>,
 }
 
 /// KV cache storage: f16 (default), or int8 keys and fp8 values (half the memory and
@@ -58,7 +59,7 @@ impl From<EngineOptions> for tern::EngineOptions {
             kernels: o.kernels,
             energy: o.energy.into(),
             repack_weights: o.repack_weights,
-            kv_precision: o.kv_precision.into(),
+            kv_precision: o.kv_precision.unwrap_or_default().into(),
         }
     }
 }
