@@ -20,7 +20,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
-use crate::speculative::{SpeculationOptions, SpeculationStats};
+use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
 use speculate::{Speculator, CALIBRATION_CHUNK};
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 use stop::StopMatcher;
@@ -346,6 +346,7 @@ impl Session {
         };
         self.sampler.set_constraint(constraint);
         let calls = tools.map(|_| CallDetector::default());
+        let history = self.spec.as_ref().and_then(|s| s.opts.history.clone());
         Ok(Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
@@ -365,6 +366,7 @@ impl Session {
             pending_finish: None,
             spec_stats: SpeculationStats::default(),
             spec_absorbed: 0,
+            history,
             calls,
             energy: PhaseTracker::default(),
         })
@@ -403,6 +405,9 @@ pub struct Generation<'a> {
     spec_stats: SpeculationStats,
     /// Generated tokens the drafter has indexed.
     spec_absorbed: usize,
+    /// Where the finished answer is recorded; held here because an answer can end inside a
+    /// verification step, while the session's speculator is taken out.
+    history: Option<HistoryScope>,
     /// Present when tools are on: keeps a call's text out of the stream.
     calls: Option<CallDetector>,
     /// Core selection and energy per phase.

@@ -256,8 +256,7 @@ impl Generation<'_> {
             stats.decode_passes = self.decode_steps;
         }
         stats.tokens_per_step = if stats.decode_passes == 0 { 0.0 } else { self.decode_steps as f64 / stats.decode_passes as f64 };
-        let scope = self.session.spec.as_ref().and_then(|s| s.opts.history.as_ref());
-        if let Some(scope) = scope.filter(|s| s.record_answers && !self.answer.is_empty()) {
+        if let Some(scope) = self.history.as_ref().filter(|s| s.record_answers && !self.answer.is_empty()) {
             if let Err(e) = scope.store.add(&scope.key, &self.answer) {
                 stats.history_error = Some(e.to_string());
             }
