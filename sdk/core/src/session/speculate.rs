@@ -35,7 +35,6 @@ pub(super) struct Speculator {
     history: Option<(u64, Vec<Vec<u32>>)>,
     // Scratch of the decode step.
     children: Vec<(usize, u32)>,
-    dist: Vec<(u32, f32)>,
     slots: Vec<usize>,
     chain: Vec<u32>,
     predicted: Vec<u32>,
@@ -53,7 +52,6 @@ impl Speculator {
             tree: DraftTree::default(),
             history: None,
             children: Vec::new(),
-            dist: Vec::new(),
             slots: Vec::new(),
             chain: Vec::new(),
             predicted: Vec::new(),
@@ -178,7 +176,7 @@ impl Generation<'_> {
             let s = &mut *self.session;
             // The pass returned a row per node.
             let Some(row) = s.scratch.logits_row_mut(node) else { break };
-            let choice = verify::choose(&mut s.sampler, row, &s.cached, &spec.children, &mut spec.dist);
+            let choice = verify::choose(&mut s.sampler, row, &s.cached, &spec.children);
             self.decode_steps += 1;
             for &(c, _) in &spec.children {
                 spec.model.learn(&spec.tree.node(c).features, choice.child == Some(c));

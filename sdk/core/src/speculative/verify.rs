@@ -1,14 +1,15 @@
 //! Acceptance: which token follows a verified tree node, given the model's logits there.
 //!
-//! The sampler decides, exactly as in plain decoding, with the history of the tokens accepted
-//! so far (its constraint, if any, has accepted them too), so its penalties and masks apply.
-//! - Greedy: the sampler's choice is the token; if a child drafted it, the walk goes on there.
-//!   The output is token for token that of plain decoding.
-//! - Sampling: speculative sampling with deterministic drafts. Child c₁ is accepted with
-//!   probability p(c₁); if not, its mass is removed and the next child is tried against the
-//!   renormalised rest, and so on; if every child is rejected, the token is drawn from what is
-//!   left. The token's distribution is exactly p, whatever was drafted (Leviathan et al. 2023;
-//!   the recursive form over siblings as in SpecInfer, Miao et al. 2024).
+//! The sampler decides exactly as in plain decoding, with the history of the tokens accepted
+//! so far (its constraint, if any, has accepted them too), so its penalties and masks apply,
+//! and it draws one random number per token as plain decoding does. If a child drafted the
+//! chosen token the walk goes on there; otherwise the step ends with that token.
+//!
+//! Drafts here are deterministic (a point mass on the drafted token), so this is speculative
+//! sampling in its simplest form: a child is accepted with probability p(child), the same rate
+//! as the residual form of Leviathan et al. 2023 / SpecInfer, and the tokens are those plain
+//! decoding draws. With a seed, the output is token for token that of plain decoding,
+//! whether or not (and however much) speculation ran.
 
 use crate::sampling::Sampler;
 
@@ -20,34 +21,11 @@ pub struct Choice {
 }
 
 /// Chooses the token after a node whose logits are `row`, among its drafted `children`
-/// ((node index, token), most likely first). `dist` is scratch space.
-pub fn choose(
-    sampler: &mut Sampler,
-    row: &mut [f32],
-    history: &[u32],
-    children: &[(usize, u32)],
-    dist: &mut Vec<(u32, f32)>,
-) -> Choice {
-    if sampler.options().is_greedy() {
-        let token = sampler.sample(row, history);
-        let child = children.iter().find(|&&(_, t)| t == token).map(|&(c, _)| c);
-        return Choice { token, child };
-    }
-    sampler.distribution(row, history, dist);
-    let fallback = dist.first().map_or(0, |&(t, _)| t);
-    for &(child, token) in children {
-        let total: f64 = dist.iter().map(|&(_, p)| f64::from(p)).sum();
-        let Some(i) = dist.iter().position(|&(t, _)| t == token) else { continue };
-        if total <= 0.0 {
-            break;
-        }
-        let p = (f64::from(dist[i].1) / total).clamp(0.0, 1.0) as f32;
-        if sampler.draw(&[(1, p), (0, 1.0 - p)]) == Some(1) {
-            return Choice { token, child: Some(child) };
-        }
-        dist[i].1 = 0.0;
-    }
-    Choice { token: sampler.draw(dist).unwrap_or(fallback), child: None }
+/// ((node index, token)).
+pub fn choose(sampler: &mut Sampler, row: &mut [f32], history: &[u32], children: &[(usize, u32)]) -> Choice {
+    let token = sampler.sample(row, history);
+    let child = children.iter().find(|&&(_, t)| t == token).map(|&(c, _)| c);
+    Choice { token, child }
 }
 
 #[cfg(test)]
@@ -76,10 +54,9 @@ mod tests {
     #[test]
     fn greedy_takes_the_samplers_choice() {
         let mut s = sampler(0.0, 1);
-        let mut dist = Vec::new();
         let mut row = vec![0.0, 3.0, 1.0, 2.0];
-        assert_eq!(choose(&mut s, &mut row.clone(), &[], &[(7, 3), (8, 1)], &mut dist), Choice { token: 1, child: Some(8) });
-        assert_eq!(choose(&mut s, &mut row, &[], &[(7, 3)], &mut dist), Choice { token: 1, child: None });
+        assert_eq!(choose(&mut s, &mut row.clone(), &[], &[(7, 3), (8, 1)]), Choice { token: 1, child: Some(8) });
+        assert_eq!(choose(&mut s, &mut row, &[], &[(7, 3)]), Choice { token: 1, child: None });
     }
 
     /// With any set of drafted children the chosen token follows the sampler's distribution:
@@ -91,7 +68,6 @@ mod tests {
         let t = 0.8;
         let p = softmax(&logits, t);
         let n = 60_000;
-        let mut dist = Vec::new();
         let drafts: [&[u32]; 5] = [&[], &[3], &[5], &[0, 3, 1], &[5, 2, 4, 1, 0]];
         for (k, draft) in drafts.iter().enumerate() {
             let children: Vec<(usize, u32)> = draft.iter().enumerate().map(|(i, &t)| (i + 1, t)).collect();
@@ -100,7 +76,7 @@ mod tests {
             let mut accepted = 0u64;
             for _ in 0..n {
                 let mut row = logits.to_vec();
-                let c = choose(&mut s, &mut row, &[], &children, &mut dist);
+                let c = choose(&mut s, &mut row, &[], &children);
                 counts[c.token as usize] += 1;
                 if let Some(child) = c.child {
                     accepted += 1;
@@ -156,17 +132,16 @@ mod tests {
         };
         let token_of = [0u32, 1, 2, 2, 1];
         let mut s = sampler(t, 42);
-        let mut dist = Vec::new();
         let mut counts = [0u64; 9];
         let n = 60_000;
         for _ in 0..n {
-            let c1 = choose(&mut s, &mut first.to_vec(), &[], &children_of(0), &mut dist);
+            let c1 = choose(&mut s, &mut first.to_vec(), &[], &children_of(0));
             let a = c1.token;
             let kids = c1.child.map(children_of).unwrap_or_default();
             if let Some(node) = c1.child {
                 assert_eq!(token_of[node], a);
             }
-            let c2 = choose(&mut s, &mut second(a).to_vec(), &[a], &kids, &mut dist);
+            let c2 = choose(&mut s, &mut second(a).to_vec(), &[a], &kids);
             counts[(a * 3 + c2.token) as usize] += 1;
         }
         // 8 degrees of freedom: 26.1 is the 0.999 quantile.
