@@ -151,18 +151,23 @@ fn smollm2_every_dev_case_is_identical() {
     assert!(accepted > 100, "accepted {accepted} drafted tokens over 28 cases");
 }
 
+/// The larger models answer two cases of each task (every case would take minutes more; the
+/// batch-invariance tests hold tree passes bitwise to one-token passes on every model).
+const TWO_PER_TASK: [&str; 8] =
+    ["dev-summary-0", "dev-summary-5", "dev-rag-1", "dev-rag-4", "dev-ui-0", "dev-ui-3", "dev-reply-2", "dev-reply-5"];
+
 #[test]
-fn qwen2_every_dev_case_is_identical() {
+fn qwen2_dev_cases_are_identical() {
     let _serial = serial();
-    let stats = check_identical(QWEN2, &[], always(12), TOKENS_PER_CASE_LARGER);
-    assert_eq!(stats.len(), 28);
+    let stats = check_identical(QWEN2, &TWO_PER_TASK, always(12), TOKENS_PER_CASE_LARGER);
+    assert_eq!(stats.len(), TWO_PER_TASK.len());
 }
 
 #[test]
-fn gemma3_every_dev_case_is_identical() {
+fn gemma3_dev_cases_are_identical() {
     let _serial = serial();
-    let stats = check_identical(GEMMA3, &[], always(12), TOKENS_PER_CASE_LARGER);
-    assert_eq!(stats.len(), 28);
+    let stats = check_identical(GEMMA3, &TWO_PER_TASK, always(12), TOKENS_PER_CASE_LARGER);
+    assert_eq!(stats.len(), TWO_PER_TASK.len());
 }
 
 #[test]
