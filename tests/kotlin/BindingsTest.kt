@@ -204,6 +204,49 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
             }
         }
 
+        test("setMessages rewinds the conversation; the question asked again comes from the cache") {
+            engine.newSession(SessionOptions(maxTokens = 24u)).use { session ->
+                val first = session.reply("Name a color.")
+                val second = session.reply("Name another one.")
+                val conversation = session.messages()
+                val expected = listOf(
+                    ConversationMessage(MessageRole.USER, "Name a color."),
+                    ConversationMessage(MessageRole.ASSISTANT, first.text),
+                    ConversationMessage(MessageRole.USER, "Name another one."),
+                    ConversationMessage(MessageRole.ASSISTANT, second.text),
+                )
+                expect(conversation == expected) { "messages $conversation" }
+                val tokens = session.tokenCount()
+                session.setMessages(conversation.take(2))
+                expect(session.messages() == conversation.take(2)) { "messages ${session.messages()} after setMessages" }
+                expect(session.tokenCount() == tokens) { "the KV cache changed before the next request" }
+                val again = session.reply("Name another one.")
+                expect(again.text == second.text) { "greedy answer '${again.text}', first time '${second.text}'" }
+                // Only the prompt's last token is computed again: its logits pick the first answer token.
+                expect(again.stats.promptTokens == second.stats.promptTokens) { "prompt ${again.stats} vs ${second.stats}" }
+                expect(again.stats.cachedTokens == again.stats.promptTokens - 1u) { "cached ${again.stats.cachedTokens} of ${again.stats.promptTokens}" }
+                expect(session.messages() == expected) { "messages ${session.messages()} after asking again" }
+            }
+        }
+
+        test("setMessages while answering is Busy and keeps the conversation") {
+            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+                session.send("Count to one hundred.").use { stream ->
+                    stream.next()
+                    // The conversation as of the last finished answer: the question joins with its answer.
+                    expect(session.messages().isEmpty()) { "messages ${session.messages()} while answering" }
+                    expectThrows<TernException.Busy> { session.setMessages(emptyList()) }
+                    stream.cancel()
+                    while (stream.next() != null) { /* drain */ }
+                }
+                untilIdle(session)
+                val roles = session.messages().map { it.role }
+                expect(roles == listOf(MessageRole.USER, MessageRole.ASSISTANT)) { "roles $roles after a stopped answer" }
+                session.setMessages(emptyList())
+                expect(session.messages().isEmpty()) { "messages ${session.messages()} after setMessages(empty)" }
+            }
+        }
+
         test("a bad model path raises ModelNotFound") {
             val e = expectThrows<TernException.ModelNotFound> { Engine.load("/nonexistent/dir/model.gguf") }
             expect(e.path.contains("nonexistent")) { "path ${e.path}" }

@@ -233,6 +233,49 @@ final class Suite {
             try expect(session.lastStats()?.cachedTokens == 0, "cache reused after reset")
         }
 
+        await test("setMessages rewinds the conversation; the question asked again comes from the cache") {
+            let session = try engine.newSession(options: SessionOptions(maxTokens: 24))
+            let first = try await session.reply("Name a color.")
+            let second = try await session.reply("Name another one.")
+            let conversation = session.messages()
+            let expected = [
+                ConversationMessage(role: .user, content: "Name a color."),
+                ConversationMessage(role: .assistant, content: first.text),
+                ConversationMessage(role: .user, content: "Name another one."),
+                ConversationMessage(role: .assistant, content: second.text),
+            ]
+            try expect(conversation == expected, "messages \(conversation)")
+            let tokens = session.tokenCount()
+            try session.setMessages(messages: Array(conversation.prefix(2)))
+            try expect(session.messages() == Array(conversation.prefix(2)), "messages \(session.messages()) after setMessages")
+            try expect(session.tokenCount() == tokens, "the KV cache changed before the next request")
+            let again = try await session.reply("Name another one.")
+            try expect(again.text == second.text, "greedy answer '\(again.text)', first time '\(second.text)'")
+            // Only the prompt's last token is computed again: its logits pick the first answer token.
+            try expect(again.stats.promptTokens == second.stats.promptTokens, "prompt \(again.stats) vs \(second.stats)")
+            try expect(
+                again.stats.cachedTokens == again.stats.promptTokens - 1,
+                "cached \(again.stats.cachedTokens) of \(again.stats.promptTokens)"
+            )
+            try expect(session.messages() == expected, "messages \(session.messages()) after asking again")
+        }
+
+        await test("setMessages while answering is Busy and keeps the conversation") {
+            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let tokens = try session.send(text: "Count to one hundred.")
+            _ = try await tokens.nextEvent()
+            // The conversation as of the last finished answer: the question joins with its answer.
+            try expect(session.messages().isEmpty, "messages \(session.messages()) while answering")
+            try expectBusy { try session.setMessages(messages: []) }
+            tokens.cancel()
+            while try await tokens.nextEvent() != nil {}
+            _ = try await untilIdle(session)
+            let roles = session.messages().map(\.role)
+            try expect(roles == [.user, .assistant], "roles \(roles) after a stopped answer")
+            try session.setMessages(messages: [])
+            try expect(session.messages().isEmpty, "messages \(session.messages()) after setMessages([])")
+        }
+
         await test("a bad model path raises ModelNotFound") {
             try await expectThrows("load", { try await Engine.load(path: "/nonexistent/dir/model.gguf") }) {
                 if case TernError.ModelNotFound(let path) = $0 { return path.contains("nonexistent") }

@@ -34,7 +34,10 @@ pub use energy::{
 pub use engine::{available_kernels, Engine};
 pub use error::TernError;
 pub use logging::{set_log_level, LogLevel};
-pub use records::{EngineOptions, FinishReason, ModelInfo, SamplingOptions, SessionOptions, Stats, TokenEvent};
+pub use records::{
+    ConversationMessage, EngineOptions, FinishReason, MessageRole, ModelInfo, SamplingOptions, SessionOptions, Stats,
+    TokenEvent,
+};
 pub use session::{Session, TokenStream};
 pub use speculation::{
     DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats,

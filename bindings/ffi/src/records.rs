@@ -251,6 +251,59 @@ impl From<tern::Stats> for Stats {
     }
 }
 
+/// Who wrote a message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum MessageRole {
+    /// Instructions placed before the conversation; the session's own system prompt is not
+    /// part of `Session::messages`.
+    System,
+    User,
+    Assistant,
+    /// A tool's result (`Session::send_tool_result`).
+    Tool,
+}
+
+impl From<tern::Role> for MessageRole {
+    fn from(r: tern::Role) -> Self {
+        match r {
+            tern::Role::System => MessageRole::System,
+            tern::Role::User => MessageRole::User,
+            tern::Role::Assistant => MessageRole::Assistant,
+            tern::Role::Tool => MessageRole::Tool,
+        }
+    }
+}
+
+impl From<MessageRole> for tern::Role {
+    fn from(r: MessageRole) -> Self {
+        match r {
+            MessageRole::System => tern::Role::System,
+            MessageRole::User => tern::Role::User,
+            MessageRole::Assistant => tern::Role::Assistant,
+            MessageRole::Tool => tern::Role::Tool,
+        }
+    }
+}
+
+/// One turn of a session's conversation (`Session::messages`, `Session::set_messages`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ConversationMessage {
+    pub role: MessageRole,
+    pub content: String,
+}
+
+impl From<tern::Message> for ConversationMessage {
+    fn from(m: tern::Message) -> Self {
+        ConversationMessage { role: m.role.into(), content: m.content }
+    }
+}
+
+impl From<ConversationMessage> for tern::Message {
+    fn from(m: ConversationMessage) -> Self {
+        tern::Message { role: m.role.into(), content: m.content }
+    }
+}
+
 /// Facts about a loaded model.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct ModelInfo {

@@ -2,7 +2,7 @@
 //!
 //! A `send` starts the generation on a thread of its own, which pushes events into a channel
 //! that `TokenStream::next` awaits. The session is busy from `send` until that thread is done;
-//! a second `send` or a `reset` meanwhile fails with `Busy` instead of waiting.
+//! a second `send`, a `reset` or a `set_messages` meanwhile fails with `Busy` instead of waiting.
 //!
 //! Cancellation comes three ways, all ending the answer with `Done(Cancelled)` within one
 //! decoding step: `Session::cancel`, `TokenStream::cancel`, and abandoning a `next()` call
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::channel::{run_blocking, Chan, OnAbandon};
 use crate::error::TernError;
-use crate::records::{FinishReason, Stats, TokenEvent};
+use crate::records::{ConversationMessage, FinishReason, Stats, TokenEvent};
 use crate::structured::{Grammar, Tool, ToolChoice};
 use crate::ui::{Screen, UiAction};
 
@@ -30,6 +30,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Snapshot {
     tokens_in_context: u32,
     last_stats: Option<Stats>,
+    messages: Vec<ConversationMessage>,
 }
 
 #[derive(uniffi::Object)]
@@ -176,7 +177,27 @@ impl Session {
     pub fn reset(&self) -> Result<(), TernError> {
         let _busy = self.claim()?;
         lock_session(&self.inner).reset();
-        lock(&self.snapshot).tokens_in_context = 0;
+        let mut snap = lock(&self.snapshot);
+        snap.tokens_in_context = 0;
+        snap.messages.clear();
+        Ok(())
+    }
+
+    /// The conversation so far, without the system prompt, as of the last finished answer (the
+    /// question of an answer still generating is not in it yet).
+    pub fn messages(&self) -> Vec<ConversationMessage> {
+        lock(&self.snapshot).messages.clone()
+    }
+
+    /// Replaces the conversation, e.g. with one restored from storage, or with the conversation
+    /// minus its last question and answer to ask that question again. The KV cache is kept: the
+    /// next answer reuses the prefix that still matches and prefills only the rest. Fails with
+    /// `Busy` while generating.
+    pub fn set_messages(&self, messages: Vec<ConversationMessage>) -> Result<(), TernError> {
+        let _busy = self.claim()?;
+        lock_session(&self.inner).set_messages(messages.iter().cloned().map(Into::into).collect());
+        // The KV cache stays as it is until the next request: `token_count` is unchanged.
+        lock(&self.snapshot).messages = messages;
         Ok(())
     }
 
@@ -344,6 +365,7 @@ fn run_answer(
     }
     let mut snap = lock(snapshot);
     snap.tokens_in_context = session.tokens_in_context() as u32;
+    snap.messages = session.messages().iter().cloned().map(Into::into).collect();
     if let Some(stats) = &done {
         snap.last_stats = Some(stats.clone());
     }

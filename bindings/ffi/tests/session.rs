@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use pollster::block_on;
 use tern_ffi::{
-    DraftLimits, Engine, EngineOptions, FinishReason, HistoryOptions, HistoryScope, HistoryStore, Session,
-    SessionOptions, Speculation, SpeculationOptions, Stats, TernError, TokenEvent, TokenStream,
+    ConversationMessage, DraftLimits, Engine, EngineOptions, FinishReason, HistoryOptions, HistoryScope, HistoryStore,
+    MessageRole, Session, SessionOptions, Speculation, SpeculationOptions, Stats, TernError, TokenEvent, TokenStream,
 };
 
 fn model() -> String {
@@ -214,10 +214,38 @@ fn a_busy_session_refuses_instead_of_waiting() {
     let stream = session.send("Count to one hundred.".into()).unwrap();
     assert!(matches!(session.send("Hello".into()), Err(TernError::Busy)));
     assert!(matches!(session.reset(), Err(TernError::Busy)));
+    assert!(matches!(session.set_messages(Vec::new()), Err(TernError::Busy)));
+    // The conversation as of the last finished answer: the question joins with its answer.
+    assert!(session.messages().is_empty());
     stream.cancel();
     until_idle(&session);
     session.reset().unwrap();
     assert_eq!(session.token_count(), 0);
+}
+
+#[test]
+fn set_messages_rewinds_and_the_cache_keeps_the_prefix() {
+    let session = engine().new_session(SessionOptions { max_tokens: 12, ..Default::default() }).unwrap();
+    let (first, _) = answer(&session, "Name a color.");
+    let (second, stats) = answer(&session, "Name another one.");
+    let message = |role, content: &str| ConversationMessage { role, content: content.into() };
+    let conversation = vec![
+        message(MessageRole::User, "Name a color."),
+        message(MessageRole::Assistant, &first),
+        message(MessageRole::User, "Name another one."),
+        message(MessageRole::Assistant, &second),
+    ];
+    assert_eq!(session.messages(), conversation);
+    let tokens = session.token_count();
+    session.set_messages(conversation[..2].to_vec()).unwrap();
+    assert_eq!(session.messages(), conversation[..2]);
+    assert_eq!(session.token_count(), tokens, "the KV cache changes with the next request only");
+    let (again, again_stats) = answer(&session, "Name another one.");
+    assert_eq!(again, second);
+    assert_eq!(again_stats.prompt_tokens, stats.prompt_tokens);
+    // Only the prompt's last token is computed again: its logits pick the first answer token.
+    assert_eq!(again_stats.cached_tokens, again_stats.prompt_tokens - 1);
+    assert_eq!(session.messages(), conversation);
 }
 
 #[test]
