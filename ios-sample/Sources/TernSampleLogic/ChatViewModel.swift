@@ -92,8 +92,6 @@ public final class ChatViewModel {
     private var session: Session
     private var task: Task<Void, Never>?
     private var nextId = 0
-    /// Regenerated answers, to vary the seed of the next one.
-    private var regenerations: UInt64 = 0
 
     public init(engine: Engine, settings: ChatSettings = ChatSettings()) throws {
         self.engine = engine
@@ -119,7 +117,7 @@ public final class ChatViewModel {
         guard !question.isEmpty, !generating else { return false }
         messages.append(ChatMessage(id: takeId(), role: .user, text: question))
         error = nil
-        answer(question, replay: [])
+        answer(question, again: false)
         return true
     }
 
@@ -128,21 +126,18 @@ public final class ChatViewModel {
         session.cancel()
     }
 
-    /// Answers the last question again. The engine keeps the conversation inside the session, so
-    /// a fresh session (with another seed) is given the earlier questions again first; their
-    /// answers are regenerated in the background and, with greedy decoding, equal the ones shown.
+    /// Answers the last question again, in the same session: its conversation is set back to
+    /// before that question, which is then asked again. Everything before it stays in the KV
+    /// cache, so only the question's last token is computed again before the new answer. With a
+    /// temperature above 0 the session's sampler goes on with its random stream, so the new answer
+    /// differs (a fixed seed makes the sequence of answers reproducible); greedy decoding
+    /// (temperature 0) gives the same answer again.
     @discardableResult
     public func regenerate() -> Bool {
         guard !generating, let last = messages.lastIndex(where: { $0.role == .user }) else { return false }
-        let earlier = messages[..<last].filter { $0.role == .user }.map(\.text)
-        regenerations += 1
-        var next = settings
-        next.seed = settings.seed.map { $0 &+ regenerations }
-        guard let fresh = try? engine.newSession(options: next.sessionOptions()) else { return false }
-        session = fresh
         messages = Array(messages[...last])
         error = nil
-        answer(messages[last].text, replay: earlier)
+        answer(messages[last].text, again: true)
         return true
     }
 
@@ -150,7 +145,6 @@ public final class ChatViewModel {
     public func newChat(settings newSettings: ChatSettings? = nil) throws {
         task?.cancel()
         settings = newSettings ?? settings
-        regenerations = 0
         session = try engine.newSession(options: settings.sessionOptions())
         messages = []
         generating = false
@@ -172,7 +166,9 @@ public final class ChatViewModel {
         return nextId
     }
 
-    private func answer(_ question: String, replay: [String]) {
+    /// Streams the answer to `question`. `again`: it is the conversation's last question, and the
+    /// session's conversation is first set back to before it.
+    private func answer(_ question: String, again: Bool) {
         let id = takeId()
         let target = session
         messages.append(ChatMessage(id: id, role: .assistant, text: "", streaming: true))
@@ -180,7 +176,7 @@ public final class ChatViewModel {
         task = Task { [weak self] in
             do {
                 while target.isBusy() { try await Task.sleep(for: .milliseconds(5)) }
-                for earlier in replay { _ = try await target.reply(earlier) }
+                if again { try target.setMessages(messages: conversation(target.messages(), before: question)) }
                 try await self?.stream(question, into: id, on: target)
                 if let self { energyMode = energyModeName(engine.energyStatus().effectiveMode) }
             } catch is CancellationError {
@@ -253,6 +249,15 @@ extension Duration {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }
+}
+
+/// The conversation up to `question`, its last question (the question and all after it are
+/// dropped); all of it when the question never joined it (sending it failed).
+func conversation(_ messages: [ConversationMessage], before question: String) -> [ConversationMessage] {
+    guard let last = messages.lastIndex(where: { $0.role == .user }), messages[last].content == question else {
+        return messages
+    }
+    return Array(messages[..<last])
 }
 
 /// A typed error in words for the user.

@@ -121,10 +121,33 @@ await test("regenerate answers the last question again; greedy gives the same te
     chat.send("And a vegetable?")
     await chat.waitUntilDone()
     let before = chat.messages.map(\.text)
+    let firstCached = chat.messages.last?.metrics?.cachedTokens ?? 0
     try expect(chat.regenerate(), "regenerate refused")
     await chat.waitUntilDone()
     try expect(chat.error == nil, "error: \(chat.error ?? "")")
     try expect(chat.messages.map(\.text) == before, "before \(before), after \(chat.messages.map(\.text))")
+    // The same session: the question itself comes from the KV cache now, the first turn did before.
+    let again = chat.messages.last?.metrics?.cachedTokens ?? 0
+    try expect(again > firstCached, "cached tokens: first answer \(firstCached), regenerated \(again)")
+}
+
+await test("regenerate with a seed continues the session's random stream") {
+    let seeded = ChatSettings(maxTokens: 12, temperature: 0.9, seed: 7)
+    let session = try engine.newSession(options: seeded.sessionOptions())
+    _ = try await session.reply("Name a fruit.")
+    _ = try await session.reply("And a vegetable?")
+    try session.setMessages(messages: Array(session.messages().prefix(2)))
+    let expected = try await session.reply("And a vegetable?").text
+    let chat = try ChatViewModel(engine: engine, settings: seeded)
+    chat.send("Name a fruit.")
+    await chat.waitUntilDone()
+    chat.send("And a vegetable?")
+    await chat.waitUntilDone()
+    try expect(chat.regenerate(), "regenerate refused")
+    await chat.waitUntilDone()
+    try expect(chat.error == nil, "error: \(chat.error ?? "")")
+    let text = chat.messages.last?.text ?? ""
+    try expect(chat.messages.count == 4 && text == expected, "regenerated '\(text)', session '\(expected)'")
 }
 
 await test("cancelling the answer's Task stops the generation in Rust") {

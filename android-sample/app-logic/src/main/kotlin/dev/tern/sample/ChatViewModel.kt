@@ -4,15 +4,16 @@
 
 package dev.tern.sample
 
+import dev.tern.ConversationMessage
 import dev.tern.EnergyMode
 import dev.tern.Engine
+import dev.tern.MessageRole
 import dev.tern.SamplingOptions
 import dev.tern.Session
 import dev.tern.SessionOptions
 import dev.tern.Stats
 import dev.tern.TernException
 import dev.tern.TokenEvent
-import dev.tern.reply
 import dev.tern.stream
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineScope
@@ -109,8 +110,6 @@ class ChatViewModel(
     private var session: Session = engine.newSession(settings.sessionOptions())
     private var job: Job? = null
     private var nextId = 0L
-    /** Answers since the conversation began, to vary the seed of a regenerated one. */
-    private var regenerations = 0uL
 
     /** Whether the engine is still generating for this chat (briefly true after a stop). */
     val answering: Boolean get() = session.isBusy()
@@ -130,20 +129,20 @@ class ChatViewModel(
     }
 
     /**
-     * Answers the last question again. The engine keeps the conversation inside the session,
-     * so a fresh session (with another seed) is given the earlier questions again first; their
-     * answers are regenerated in the background and, with greedy decoding, equal the ones shown.
+     * Answers the last question again, in the same session: its conversation is set back to
+     * before that question, which is then asked again. Everything before it stays in the KV
+     * cache, so only the question's last token is computed again before the new answer. With a
+     * temperature above 0 the session's sampler goes on with its random stream, so the new
+     * answer differs (a fixed seed makes the sequence of answers reproducible); greedy decoding
+     * (temperature 0) gives the same answer again.
      */
     fun regenerate(): Boolean {
         val messages = _state.value.messages
         if (_state.value.generating) return false
         val lastQuestion = messages.indexOfLast { it.role == Role.USER }
         if (lastQuestion < 0) return false
-        val earlier = messages.take(lastQuestion).filter { it.role == Role.USER }.map { it.text }
-        regenerations++
-        replaceSession(settings.copy(seed = settings.seed?.plus(regenerations)))
         _state.update { it.copy(messages = messages.take(lastQuestion + 1), error = null) }
-        answer(messages[lastQuestion].text, replay = earlier)
+        answer(messages[lastQuestion].text, again = true)
         return true
     }
 
@@ -160,7 +159,6 @@ class ChatViewModel(
     fun newChat(newSettings: ChatSettings = settings) {
         job?.cancel()
         settings = newSettings
-        regenerations = 0uL
         replaceSession(newSettings)
         _state.value = ChatState(energyMode = _state.value.energyMode)
     }
@@ -176,14 +174,18 @@ class ChatViewModel(
         old.close()
     }
 
-    private fun answer(question: String, replay: List<String> = emptyList()) {
+    /**
+     * Streams the answer to [question]. [again]: it is the conversation's last question, and the
+     * session's conversation is first set back to before it.
+     */
+    private fun answer(question: String, again: Boolean = false) {
         val id = nextId++
         val target = session
         _state.update { it.copy(messages = it.messages + ChatMessage(id, Role.ASSISTANT, "", streaming = true), generating = true) }
         job = scope.launch {
             try {
                 awaitIdle(target)
-                for (earlier in replay) target.reply(earlier)
+                if (again) target.setMessages(conversationBefore(target.messages(), question))
                 streamInto(id, target, question)
                 _state.update { it.copy(energyMode = energyModeName(engine.energyStatus().effectiveMode)) }
             } catch (e: CancellationException) {
@@ -243,6 +245,15 @@ class ChatViewModel(
             s.copy(messages = s.messages.map { if (it.id == id) change(it).copy(streaming = false) else it }, generating = false)
         }
     }
+}
+
+/**
+ * The conversation up to [question], its last question (the question and all after it are
+ * dropped); all of it when the question never joined it (sending it failed).
+ */
+internal fun conversationBefore(conversation: List<ConversationMessage>, question: String): List<ConversationMessage> {
+    val last = conversation.indexOfLast { it.role == MessageRole.USER }
+    return if (last >= 0 && conversation[last].content == question) conversation.take(last) else conversation
 }
 
 /** A typed error in words for the user. */

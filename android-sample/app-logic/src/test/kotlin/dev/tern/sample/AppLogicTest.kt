@@ -120,6 +120,39 @@ private suspend fun CoroutineScope.chat(engine: Engine) {
             val after = chat.state.first { s -> !s.generating && s.messages.size == 4 && !s.messages.last().streaming }
             expect(after.error == null) { "error: ${after.error}" }
             expect(after.messages.map { it.text } == before.map { it.text }) { "before ${before.map { it.text }}, after ${after.messages.map { it.text }}" }
+            // The same session: the question itself comes from the KV cache now, the first turn did before.
+            val (first, again) = before.last().metrics?.cachedTokens to after.messages.last().metrics?.cachedTokens
+            expect(first != null && again != null && again > first) { "cached tokens: first answer $first, regenerated $again" }
+        }
+    }
+
+    test("regenerate drops the last question and what follows it, unless sending it failed") {
+        val q1 = ConversationMessage(MessageRole.USER, "Name a fruit.")
+        val a1 = ConversationMessage(MessageRole.ASSISTANT, "Apple.")
+        val q2 = ConversationMessage(MessageRole.USER, "And a vegetable?")
+        val a2 = ConversationMessage(MessageRole.ASSISTANT, "Carrot.")
+        expect(conversationBefore(listOf(q1, a1, q2, a2), q2.content) == listOf(q1, a1)) { "after an answer" }
+        expect(conversationBefore(listOf(q1, a1, q2), q2.content) == listOf(q1, a1)) { "without an answer" }
+        expect(conversationBefore(listOf(q1, a1), q2.content) == listOf(q1, a1)) { "the question never joined" }
+    }
+
+    test("regenerate with a seed continues the session's random stream") {
+        val seeded = ChatSettings(maxTokens = 12u, temperature = 0.9f, seed = 7uL)
+        val expected = engine.newSession(seeded.sessionOptions()).use { session ->
+            session.reply("Name a fruit.")
+            session.reply("And a vegetable?")
+            session.setMessages(session.messages().take(2))
+            session.reply("And a vegetable?").text
+        }
+        ChatViewModel(engine, this, seeded).use { chat ->
+            chat.send("Name a fruit.")
+            chat.state.first { !it.generating }
+            chat.send("And a vegetable?")
+            chat.state.first { !it.generating }
+            expect(chat.regenerate()) { "regenerate refused" }
+            val after = chat.state.first { s -> !s.generating && s.messages.size == 4 && !s.messages.last().streaming }
+            expect(after.error == null) { "error: ${after.error}" }
+            expect(after.messages.last().text == expected) { "regenerated '${after.messages.last().text}', session '$expected'" }
         }
     }
 
