@@ -131,9 +131,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             },
         )
     };
-    let mut prefill = session(1)?;
-    let mut decode = session(n_gen)?;
-    let mut deep = session(n_gen)?;
+    // A session per test and repetition, dropped after it: one KV cache and one set of batch
+    // buffers at a time, as a single llama.cpp context holds (the peak RSS compares the two).
 
     let bar = if a.json || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -152,21 +151,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for rep in 0..=reps {
         let label = if rep == 0 { "warm-up".to_owned() } else { format!("rep {rep}/{reps}") };
         bar.set_message(format!("{label}: pp{n_prompt}"));
-        prefill.reset();
-        let s = drain(prefill.complete_ids(prompt)?)?;
+        let s = drain(session(1)?.complete_ids(prompt)?)?;
         check(&s, n_prompt, 1, "prefill")?;
         bar.inc(1);
 
         bar.set_message(format!("{label}: tg{n_gen}"));
-        decode.reset();
-        let d = drain(decode.complete_ids(decode_prompt)?)?;
+        let d = drain(session(n_gen)?.complete_ids(decode_prompt)?)?;
         check(&d, 1, n_gen, "decode")?;
         bar.inc(1);
 
         if depth > 0 {
             bar.set_message(format!("{label}: tg{n_gen} @ d{depth}"));
-            deep.reset();
-            let dd = drain(deep.complete_ids(depth_prompt)?)?;
+            let dd = drain(session(n_gen)?.complete_ids(depth_prompt)?)?;
             check(&dd, depth, n_gen, "decode at depth")?;
             bar.inc(1);
             if rep > 0 {

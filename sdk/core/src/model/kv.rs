@@ -90,8 +90,8 @@ impl KvCache {
         };
         match precision {
             KvPrecision::F16 => {
-                kv.k16 = vec![f16::ZERO; n];
-                kv.v16 = vec![f16::ZERO; n];
+                kv.k16 = zeroed_f16(n);
+                kv.v16 = zeroed_f16(n);
             }
             KvPrecision::Int8Fp8 => {
                 kv.k8 = vec![0; n];
@@ -226,6 +226,14 @@ fn quantize_i8(x: &[f32], q: &mut [i8]) -> f32 {
         *q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
     }
     d
+}
+
+/// `n` zero f16 values in memory that stays untouched until written: zero bits allocated as
+/// zeroed (the OS maps such pages lazily), then viewed as f16. `vec![f16::ZERO; n]` would write
+/// every element and make the whole capacity resident at once.
+fn zeroed_f16(n: usize) -> Vec<f16> {
+    use half::vec::HalfBitsVecExt;
+    vec![0u16; n].reinterpret_into()
 }
 
 #[cfg(test)]

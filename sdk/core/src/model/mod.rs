@@ -338,6 +338,16 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= c.embedding_scale);
             }
         }
+        // Unless the output projection reads the table from the file, only these row lookups
+        // touch it, and each maps a whole window of the file around its row (the kernel's
+        // fault-around): released again, the pages of a large vocabulary stay out of resident
+        // memory (Gemma 3's 137 MB table would otherwise creep in a prompt at a time).
+        let table_read_by_output =
+            self.output.packed().is_none() && self.output.file_range() == self.token_embd.file_range();
+        if !table_read_by_output {
+            let (start, len) = self.token_embd.file_range();
+            self.file.release(start, len);
+        }
 
         for (il, layer) in self.layers.iter().enumerate() {
             // Attention block.
