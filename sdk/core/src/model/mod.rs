@@ -65,6 +65,9 @@ pub struct Model {
     inv_freq_local: Vec<f32>,
     packed: PackStats,
     kv_precision: KvPrecision,
+    /// Whether only row lookups read the embedding table from the file (the output projection
+    /// reads other bytes, or a repacked copy), so its pages may be released after each lookup.
+    release_embedding_rows: bool,
 }
 
 impl std::fmt::Debug for Model {
@@ -181,10 +184,13 @@ impl Model {
             inv_freq_local,
             packed: PackStats::default(),
             kv_precision: opts.kv_precision,
+            release_embedding_rows: false,
         };
         if let (true, Some(p)) = (opts.repack, kernels.packing()) {
             model.repack(p, pool);
         }
+        model.release_embedding_rows =
+            model.output.packed().is_some() || model.output.file_range() != model.token_embd.file_range();
         Ok(model)
     }
 
@@ -338,13 +344,10 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= c.embedding_scale);
             }
         }
-        // Unless the output projection reads the table from the file, only these row lookups
-        // touch it, and each maps a whole window of the file around its row (the kernel's
-        // fault-around): released again, the pages of a large vocabulary stay out of resident
-        // memory (Gemma 3's 137 MB table would otherwise creep in a prompt at a time).
-        let table_read_by_output =
-            self.output.packed().is_none() && self.output.file_range() == self.token_embd.file_range();
-        if !table_read_by_output {
+        // Each lookup maps a whole window of the file around its row (the kernel's fault-around):
+        // released again, the pages of a large vocabulary stay out of resident memory (Gemma 3's
+        // 137 MB table would otherwise creep in a prompt at a time).
+        if self.release_embedding_rows {
             let (start, len) = self.token_embd.file_range();
             self.file.release(start, len);
         }
