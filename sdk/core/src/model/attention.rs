@@ -13,10 +13,10 @@ use std::cell::RefCell;
 
 use half::slice::HalfFloatSliceExt;
 
-use crate::quant::{Kernels, KvHeadRows, KEY_GROUP};
+use crate::quant::Kernels;
 use crate::runtime::ThreadPool;
 
-use super::kv::{KvCache, KvRows};
+use super::kv::KvCache;
 use super::ops::SharedMut;
 
 /// Positions per chunk.
@@ -73,24 +73,7 @@ pub(super) fn attend(
     s.q16.convert_to_f32_slice(q);
     let q = &*q;
     let group = nh / h.n_head_kv;
-    let kvd = h.n_head_kv * hd;
     let slots = layout.pos0 + n;
-    let rows = kv.rows(il, slots);
-    // KV head g's rows: its first element (and scale) on, a row every kvd elements.
-    let head_rows = |g: usize| match rows {
-        KvRows::F16 { keys, values } => {
-            KvHeadRows::F16 { keys: &keys[g * hd..], values: &values[g * hd..], stride: kvd }
-        }
-        KvRows::Int8Fp8 { keys, key_scales, values, value_scales } => KvHeadRows::Int8Fp8 {
-            keys: &keys[g * hd..],
-            key_scales: &key_scales[g * hd / KEY_GROUP..],
-            values: &values[g * hd..],
-            value_scales: &value_scales[g..],
-            stride: kvd,
-            key_scale_stride: kvd / KEY_GROUP,
-            value_scale_stride: h.n_head_kv,
-        },
-    };
     let lo_of = |t: usize| window.map_or(0, |w| (layout.positions[t] + 1).saturating_sub(w));
 
     s.first_chunk.clear();
@@ -126,7 +109,7 @@ pub(super) fn attend(
             let o = unsafe {
                 std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head)
             };
-            attn_chunk(qg, group, head_rows(g), list, h.scale, scores, o);
+            attn_chunk(qg, group, kv.head_rows(il, g, slots), list, h.scale, scores, o);
         });
     });
 
