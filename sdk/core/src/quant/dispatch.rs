@@ -39,7 +39,8 @@ const fn slot(t: GgmlType) -> usize {
 /// [`reference_kernels`] and [`available_kernels`], which hand out a SIMD set only after
 /// checking the CPU supports it: that is what makes its safe function pointers sound.
 pub struct Kernels {
-    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"`, `"neon"` or `"dotprod"`.
+    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"`, `"neon"`, `"dotprod"` or
+    /// `"i8mm"`.
     pub isa: &'static str,
     dot: [Option<VecDotFn>; N_TYPES],
     mat_vec: [Option<MatVecFn>; N_TYPES],
@@ -676,6 +677,18 @@ simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None);
 #[cfg(target_arch = "aarch64")]
 simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, None);
 
+dedicated_mat_mat!(
+    /// `smmla` multi-token kernels: 2 weight rows × 2 tokens per instruction.
+    #[cfg(target_arch = "aarch64")]
+    i8mm_mat_mat, aarch64::i8mm
+);
+
+#[cfg(target_arch = "aarch64")]
+simd_set!(i8mm_fns, I8MM, aarch64::i8mm, "i8mm", {
+    Q4_0 => i8mm_mat_mat::mm_q4_0, Q4_1 => i8mm_mat_mat::mm_q4_1, Q5_0 => i8mm_mat_mat::mm_q5_0,
+    Q8_0 => i8mm_mat_mat::mm_q8_0, Q4_K => i8mm_mat_mat::mm_q4_k, Q6_K => i8mm_mat_mat::mm_q6_k,
+}, None);
+
 /// The aarch64 sets this CPU runs, in order: each one's features include the previous one's.
 #[cfg(target_arch = "aarch64")]
 fn detect_aarch64() -> Vec<&'static Kernels> {
@@ -685,6 +698,9 @@ fn detect_aarch64() -> Vec<&'static Kernels> {
         v.push(&NEON);
         if has!("dotprod") {
             v.push(&DOTPROD);
+            if has!("i8mm") {
+                v.push(&I8MM);
+            }
         }
     }
     v
@@ -739,7 +755,7 @@ fn select(want: Option<&str>) -> &'static Kernels {
 }
 
 /// The best kernel set for this CPU, chosen once.
-/// `TERN_KERNELS=reference|avx2|avx512|neon|dotprod` forces one (falling back to the best available when the CPU lacks it).
+/// `TERN_KERNELS=reference|avx2|avx512|neon|dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
 pub fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
     CHOSEN.get_or_init(|| select(std::env::var("TERN_KERNELS").ok().as_deref()))

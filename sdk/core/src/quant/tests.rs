@@ -243,10 +243,15 @@ fn kernel_selection_by_name() {
         assert_eq!(dispatch::select_for_test(Some("avx2")).isa, "avx2");
     }
     // NEON is part of every aarch64 target: the SIMD set must be there to be tested, and the
-    // best is dotprod where the CPU has it.
+    // best is the deepest of neon < dotprod < i8mm the CPU runs.
     #[cfg(target_arch = "aarch64")]
     {
-        let want = if std::arch::is_aarch64_feature_detected!("dotprod") { "dotprod" } else { "neon" };
+        use std::arch::is_aarch64_feature_detected as has;
+        let want = match (has!("dotprod"), has!("i8mm")) {
+            (true, true) => "i8mm",
+            (true, false) => "dotprod",
+            _ => "neon",
+        };
         assert_eq!(best.isa, want);
         assert_eq!(dispatch::select_for_test(Some("neon")).isa, "neon");
         assert_eq!(dispatch::select_for_test(Some(want)).isa, want);

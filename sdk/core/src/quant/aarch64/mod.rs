@@ -1,24 +1,27 @@
-//! aarch64 kernels. Two sets share this code and differ in the instruction that multiplies
+//! aarch64 kernels. Three sets share this code and differ in the instruction that multiplies
 //! signed bytes:
 //!
 //! - [`neon`]: base ARMv8-A, widening `smull` with pairwise `sadalp`;
-//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane.
+//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane;
+//! - [`i8mm`]: `smmla` (ARMv8.6 i8mm) for several tokens at once, a 2 × 2 tile of (weight row,
+//!   token) sums per instruction, and the `dotprod` kernels for one token.
 //!
-//! The dotprod intrinsics are not stable on our minimum Rust, so that instruction is
+//! The dotprod and i8mm intrinsics are not stable on our minimum Rust, so those instructions are
 //! written with `asm!` and enable their extension in the assembler only; dispatch hands a set
 //! out only after checking the CPU has it. Everything else is NEON, part of every aarch64 target
 //! we build for. All memory access goes through the typed block slices.
 //!
 //! Integer parts are exact and quantization is byte-identical to `reference`. Each (weight row,
 //! token) pair is accumulated in one fixed order (exact integer sums per block, then one f32
-//! fused multiply-add per block into alternating accumulators), which multi-token kernels can
-//! follow lane by lane so that a token's result does not depend on its batch.
+//! fused multiply-add per block into alternating accumulators), which the multi-token kernels of
+//! [`i8mm`] follow lane by lane: a token's result does not depend on its batch.
 
 // The one safety condition (the set's CPU features present) is stated once, above, not per
 // function.
 #![allow(clippy::missing_safety_doc)]
 
 pub mod dotprod;
+pub mod i8mm;
 pub mod neon;
 
 use std::arch::aarch64::*;
@@ -206,7 +209,8 @@ impl Block32 for BlockQ8_0 {
 }
 
 /// `Σ d_w d_a dot(w, a)` over the blocks (plus `Σ offset · s`): even blocks into one f32
-/// accumulator, odd ones into another, one fused multiply-add each, in block order.
+/// accumulator, odd ones into another, one fused multiply-add each, in block order (the order
+/// [`i8mm`]'s tiles keep per lane).
 #[inline]
 #[target_feature(enable = "neon")]
 pub unsafe fn vec_dot_q32<D: IntDot, W: Block32>(w: &[W], a: &[W::Act]) -> f32 {
