@@ -12,9 +12,10 @@
 //! we build for. All memory access goes through the typed block slices.
 //!
 //! Integer parts are exact and quantization is byte-identical to `reference`. Each (weight row,
-//! token) pair is accumulated in one fixed order (exact integer sums per block, then one f32
-//! fused multiply-add per block into alternating accumulators), which the multi-token kernels of
-//! [`i8mm`] follow lane by lane: a token's result does not depend on its batch.
+//! token) pair is accumulated in one fixed order (an exact integer sum per block, then the same
+//! f32 steps per block, e.g. one fused multiply-add into alternating accumulators for 32-element
+//! blocks), which the multi-token kernels of [`i8mm`] follow lane by lane: a token's result does
+//! not depend on its batch.
 
 // The one safety condition (the set's CPU features present) is stated once, above, not per
 // function.
