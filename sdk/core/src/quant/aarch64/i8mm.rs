@@ -203,7 +203,7 @@ fn tiles<W, A>(
 
 macro_rules! mat_mat {
     ($($name:ident($W:ty, $A:ty) => $tile:expr, $dot:ident;)*) => {$(
-        /// Several weight rows against several tokens (see [`tiles`]); each (row, token) sum
+        /// Several weight rows against several tokens in 2 × 2 tiles; each (row, token) sum
         /// equals the one-token kernel's.
         #[target_feature(enable = "neon")]
         pub unsafe fn $name(w: &[$W], a: &[$A], n_rows: usize, n_tok: usize, out: &mut [f32], stride: usize) {
