@@ -754,8 +754,8 @@ fn select(want: Option<&str>) -> &'static Kernels {
     }
 }
 
-/// The best kernel set for this CPU, chosen once.
-/// `TERN_KERNELS=reference|avx2|avx512|neon|dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
+/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avx512|neon|
+/// dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
 pub fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
     CHOSEN.get_or_init(|| select(std::env::var("TERN_KERNELS").ok().as_deref()))
