@@ -39,7 +39,8 @@ const fn slot(t: GgmlType) -> usize {
 /// [`reference_kernels`] and [`available_kernels`], which hand out a SIMD set only after
 /// checking the CPU supports it: that is what makes its safe function pointers sound.
 pub struct Kernels {
-    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"` or `"neon"`.
+    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"`, `"neon"`, `"dotprod"` or
+    /// `"i8mm"`.
     pub isa: &'static str,
     dot: [Option<VecDotFn>; N_TYPES],
     mat_vec: [Option<MatVecFn>; N_TYPES],
@@ -533,27 +534,39 @@ macro_rules! simd_set {
     };
 }
 
-/// Dedicated AVX2 multi-token kernels: each weight block is decoded once for four tokens.
-#[cfg(target_arch = "x86_64")]
-mod avx2_mat_mat {
-    use super::*;
-    use crate::quant::x86::avx2 as simd;
+/// Byte-level wrappers of a module's dedicated multi-token kernels (`mat_mat_*` with the
+/// reference's type suffixes), for a set's `$special` entries. Sound on the same terms as the
+/// set that names them.
+macro_rules! dedicated_mat_mat {
+    ($(#[$attr:meta])* $fns:ident, $($simd:ident)::+) => {
+        $(#[$attr])*
+        mod $fns {
+            use super::*;
+            use crate::quant::$($simd)::+ as simd;
 
-    byte_fns! {
-        dot {}
-        mat_vec {}
-        mat_mat {
-            mm_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_0_q8_0(w, a, nr, nt, o, s) };
-            mm_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_1_q8_1(w, a, nr, nt, o, s) };
-            mm_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q5_0_q8_0(w, a, nr, nt, o, s) };
-            mm_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q8_0_q8_0(w, a, nr, nt, o, s) };
-            mm_q4_k: BlockQ4K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_k_q8_k(w, a, nr, nt, o, s) };
-            mm_q6_k: BlockQ6K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q6_k_q8_k(w, a, nr, nt, o, s) };
+            byte_fns! {
+                dot {}
+                mat_vec {}
+                mat_mat {
+                    mm_q4_0: BlockQ4_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_0_q8_0(w, a, nr, nt, o, s) };
+                    mm_q4_1: BlockQ4_1, BlockQ8_1 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_1_q8_1(w, a, nr, nt, o, s) };
+                    mm_q5_0: BlockQ5_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q5_0_q8_0(w, a, nr, nt, o, s) };
+                    mm_q8_0: BlockQ8_0, BlockQ8_0 => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q8_0_q8_0(w, a, nr, nt, o, s) };
+                    mm_q4_k: BlockQ4K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q4_k_q8_k(w, a, nr, nt, o, s) };
+                    mm_q6_k: BlockQ6K, BlockQ8K => |w, a, nr, nt, o, s| unsafe { simd::mat_mat_q6_k_q8_k(w, a, nr, nt, o, s) };
+                }
+                quant {}
+                deq {}
+            }
         }
-        quant {}
-        deq {}
-    }
+    };
 }
+
+dedicated_mat_mat!(
+    /// Dedicated AVX2 multi-token kernels: each weight block is decoded once for four tokens.
+    #[cfg(target_arch = "x86_64")]
+    avx2_mat_mat, x86::avx2
+);
 
 #[cfg(target_arch = "x86_64")]
 simd_set!(avx2_fns, AVX2, x86::avx2, "avx2", {
@@ -659,11 +672,38 @@ fn packed_mat_mat_bytes(
 }
 
 #[cfg(target_arch = "aarch64")]
-simd_set!(neon_fns, NEON, aarch64, "neon", {}, None);
+simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None);
 
 #[cfg(target_arch = "aarch64")]
-fn detect_neon() -> Option<&'static Kernels> {
-    std::arch::is_aarch64_feature_detected!("neon").then_some(&NEON)
+simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, None);
+
+dedicated_mat_mat!(
+    /// `smmla` multi-token kernels: 2 weight rows × 2 tokens per instruction.
+    #[cfg(target_arch = "aarch64")]
+    i8mm_mat_mat, aarch64::i8mm
+);
+
+#[cfg(target_arch = "aarch64")]
+simd_set!(i8mm_fns, I8MM, aarch64::i8mm, "i8mm", {
+    Q4_0 => i8mm_mat_mat::mm_q4_0, Q4_1 => i8mm_mat_mat::mm_q4_1, Q5_0 => i8mm_mat_mat::mm_q5_0,
+    Q8_0 => i8mm_mat_mat::mm_q8_0, Q4_K => i8mm_mat_mat::mm_q4_k, Q6_K => i8mm_mat_mat::mm_q6_k,
+}, None);
+
+/// The aarch64 sets this CPU runs, in order: each one's features include the previous one's.
+#[cfg(target_arch = "aarch64")]
+fn detect_aarch64() -> Vec<&'static Kernels> {
+    use std::arch::is_aarch64_feature_detected as has;
+    let mut v = Vec::new();
+    if has!("neon") {
+        v.push(&NEON);
+        if has!("dotprod") {
+            v.push(&DOTPROD);
+            if has!("i8mm") {
+                v.push(&I8MM);
+            }
+        }
+    }
+    v
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -695,7 +735,7 @@ pub fn available_kernels() -> Vec<&'static Kernels> {
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
     v.extend(detect_avx512());
     #[cfg(target_arch = "aarch64")]
-    v.extend(detect_neon());
+    v.extend(detect_aarch64());
     v
 }
 
@@ -714,8 +754,8 @@ fn select(want: Option<&str>) -> &'static Kernels {
     }
 }
 
-/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avx512|neon`
-/// forces one (falling back to the best available when the CPU lacks it).
+/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avx512|neon|
+/// dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
 pub fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
     CHOSEN.get_or_init(|| select(std::env::var("TERN_KERNELS").ok().as_deref()))

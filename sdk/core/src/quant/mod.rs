@@ -11,9 +11,11 @@
 //! are; any other buffer still works, through a copy into aligned scratch (slower, same result).
 //!
 //! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C), `avx512`
-//! (AVX-512 F/BW/VL + VNNI; built when the compiler is Rust 1.89 or newer, see `build.rs`) and
-//! `neon` (aarch64). A set may also carry a [`packed::Packing`]: a tiled weight layout built
-//! at load and the kernels that read it (the `avx512` set does).
+//! (AVX-512 F/BW/VL + VNNI; built when the compiler is Rust 1.89 or newer, see `build.rs`), and
+//! on aarch64 `neon` (base ARMv8-A), `dotprod` (`sdot`) and `i8mm` (`smmla` for prefill, `sdot`
+//! otherwise). One binary carries them all; the CPU is checked at run time. A set may also carry
+//! a [`packed::Packing`]: a tiled weight layout built at load and the kernels that read it (the
+//! `avx512` set does).
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;

@@ -242,9 +242,19 @@ fn kernel_selection_by_name() {
     if available_kernels().iter().any(|k| k.isa == "avx2") {
         assert_eq!(dispatch::select_for_test(Some("avx2")).isa, "avx2");
     }
-    // NEON is part of every aarch64 target: the SIMD set must be there to be tested.
-    if cfg!(target_arch = "aarch64") {
-        assert_eq!(best.isa, "neon");
+    // NEON is part of every aarch64 target: the SIMD set must be there to be tested, and the
+    // best is the deepest of neon < dotprod < i8mm the CPU runs.
+    #[cfg(target_arch = "aarch64")]
+    {
+        use std::arch::is_aarch64_feature_detected as has;
+        let want = match (has!("dotprod"), has!("i8mm")) {
+            (true, true) => "i8mm",
+            (true, false) => "dotprod",
+            _ => "neon",
+        };
+        assert_eq!(best.isa, want);
+        assert_eq!(dispatch::select_for_test(Some("neon")).isa, "neon");
+        assert_eq!(dispatch::select_for_test(Some(want)).isa, want);
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -524,10 +534,11 @@ fn mat_mat_equals_row_dots() {
                                 }
                                 let wr = &w.as_bytes()[r * wb..(r + 1) * wb];
                                 let at = &a.as_bytes()[t * ab..(t + 1) * ab];
+                                // Bit for bit: a token's result does not depend on its batch.
                                 let want = dot(n, wr, at);
-                                let tol = 2e-5 * mass(&deq(w_type, wr, n), &deq(act, at, n)) + 1e-6;
-                                assert!(
-                                    (o - want).abs() <= tol,
+                                assert_eq!(
+                                    o.to_bits(),
+                                    want.to_bits(),
                                     "{} {} n={n} rows={rows} n_tok={n_tok} stride={stride} t={t} r={r}: {o} vs {want}",
                                     k.isa,
                                     w_type.name()

@@ -1,14 +1,29 @@
-//! NEON kernels (base ARMv8-A: no `dotprod`, whose intrinsics are not stable on our minimum
-//! Rust). Signed byte dot products widen with `smull` and accumulate pairwise with `sadalp`.
+//! aarch64 kernels. Three sets share this code and differ in the instruction that multiplies
+//! signed bytes:
 //!
-//! Every function is `unsafe` only because of `#[target_feature(enable = "neon")]`; NEON is
-//! part of every aarch64 target we build for, and dispatch still checks it. All memory access
-//! goes through the typed block slices.
+//! - [`neon`]: base ARMv8-A, widening `smull` with pairwise `sadalp`;
+//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane;
+//! - [`i8mm`]: `smmla` (ARMv8.6 i8mm) for several tokens at once, a 2 × 2 tile of (weight row,
+//!   token) sums per instruction, and the `dotprod` kernels for one token.
 //!
-//! As on x86, integer parts are exact and quantization is byte-identical to `reference`.
+//! The dotprod and i8mm intrinsics are not stable on our minimum Rust, so those instructions are
+//! written with `asm!` and enable their extension in the assembler only; dispatch hands a set
+//! out only after checking the CPU has it. Everything else is NEON, part of every aarch64 target
+//! we build for. All memory access goes through the typed block slices.
+//!
+//! Integer parts are exact and quantization is byte-identical to `reference`. Each (weight row,
+//! token) pair is accumulated in one fixed order (an exact integer sum per block, then the same
+//! f32 steps per block, e.g. one fused multiply-add into alternating accumulators for 32-element
+//! blocks), which the multi-token kernels of [`i8mm`] follow lane by lane: a token's result does
+//! not depend on its batch.
 
-// The one safety condition (NEON present) is stated once, above, not per function.
+// The one safety condition (the set's CPU features present) is stated once, above, not per
+// function.
 #![allow(clippy::missing_safety_doc)]
+
+pub mod dotprod;
+pub mod i8mm;
+pub mod neon;
 
 use std::arch::aarch64::*;
 
@@ -18,6 +33,13 @@ use super::blocks::*;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
+
+/// The signed byte dot product a set's integer kernels are built on.
+pub trait IntDot {
+    /// `acc` plus the products `a[i] * b[i]` of 16 signed bytes, summed into 4 i32 lanes (which
+    /// products land in which lane is the instruction's choice; callers only add the lanes).
+    unsafe fn dot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t;
+}
 
 /// f16 -> f32 with the base-ISA `fcvt` (Rust's float16 vector types are not stable).
 #[inline]
@@ -51,25 +73,17 @@ unsafe fn fp16x8(v: uint16x8_t) -> (float32x4_t, float32x4_t) {
     (lo, hi)
 }
 
-/// `acc + pairwise sums of a[i] * b[i]` over 16 signed bytes (products fit i16: |-128 * -128|
-/// is 16384).
+/// Exact sum of `a[i] * b[i]` over two pairs of 16 signed bytes.
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn dot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    let acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    vpadalq_s16(acc, vmull_high_s8(a, b))
-}
-
-/// 32-byte dot product of two pairs of 16-byte vectors, as 4 x i32 partial sums.
-#[inline]
-#[target_feature(enable = "neon")]
-unsafe fn dot32(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> int32x4_t {
-    dot16(dot16(vdupq_n_s32(0), a.0, b.0), a.1, b.1)
+unsafe fn dot32<D: IntDot>(a: (int8x16_t, int8x16_t), b: (int8x16_t, int8x16_t)) -> i32 {
+    vaddvq_s32(D::dot16(D::dot16(vdupq_n_s32(0), a.0, b.0), a.1, b.1))
 }
 
 #[inline]
 #[target_feature(enable = "neon")]
-unsafe fn load_i8x32(q: &[i8; 32]) -> (int8x16_t, int8x16_t) {
+unsafe fn load_i8x32(q: &[i8]) -> (int8x16_t, int8x16_t) {
+    let q = &q[..32];
     (vld1q_s8(q.as_ptr()), vld1q_s8(q.as_ptr().add(16)))
 }
 
@@ -95,108 +109,163 @@ unsafe fn bits_to_bytes32(bits: u32) -> (uint8x16_t, uint8x16_t) {
     (vtstq_u8(lo, mask), vtstq_u8(hi, mask))
 }
 
-/// Sum over block pairs of `d_w * d_a * int_dot(x, y)`: `$int_dot` yields 4 x i32 partial
-/// sums. Two accumulators keep consecutive blocks independent.
-macro_rules! dot_blocks {
-    ($w:expr, $a:expr, |$x:ident, $y:ident| $int_dot:expr) => {{
-        let nb = $w.len().min($a.len());
-        let (w, a) = (&$w[..nb], &$a[..nb]);
-        let mut acc0 = vdupq_n_f32(0.0);
-        let mut acc1 = vdupq_n_f32(0.0);
-        let mut pw = w.chunks_exact(2);
-        let mut pa = a.chunks_exact(2);
-        for (bw, ba) in (&mut pw).zip(&mut pa) {
-            let p0 = {
-                let ($x, $y) = (&bw[0], &ba[0]);
-                $int_dot
-            };
-            let p1 = {
-                let ($x, $y) = (&bw[1], &ba[1]);
-                $int_dot
-            };
-            acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), fp16(bw[0].d) * fp16(ba[0].d));
-            acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), fp16(bw[1].d) * fp16(ba[1].d));
-        }
-        if let (Some($x), Some($y)) = (pw.remainder().first(), pa.remainder().first()) {
-            let d = fp16($x.d) * fp16($y.d);
-            acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32($int_dot), d);
-        }
-        vaddvq_f32(vaddq_f32(acc0, acc1))
-    }};
-}
-
 // ---------------------------------------------------------------------------------------------
-// Dot products over 32-element blocks
+// 32-element blocks
 
-#[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
-    dot_blocks!(w, a, |x, y| {
-        let (lo, hi) = nibbles(&x.qs);
+/// A 32-element weight block as the integer kernels see it: 32 signed quants, a scale and the
+/// activation block it pairs with.
+pub trait Block32: Block {
+    type Act: Act32;
+    /// Whether [`Block32::offset`] contributes (Q4_1's `m * s`).
+    const OFFSET: bool = false;
+    /// The 32 quants as signed bytes, in element order.
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t);
+    unsafe fn d(&self) -> f32;
+    /// The weight half of the per-block constant term `offset * act.s()`.
+    unsafe fn offset(&self) -> f32 {
+        0.0
+    }
+}
+
+/// A 32-element activation block: quants, scale and (Q8_1) the scaled sum of its quants.
+pub trait Act32: Block {
+    fn qs(&self) -> &[i8; 32];
+    unsafe fn d(&self) -> f32;
+    unsafe fn s(&self) -> f32 {
+        0.0
+    }
+}
+
+impl Act32 for BlockQ8_0 {
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+}
+
+impl Act32 for BlockQ8_1 {
+    fn qs(&self) -> &[i8; 32] {
+        &self.qs
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+    unsafe fn s(&self) -> f32 {
+        fp16(self.s)
+    }
+}
+
+impl Block32 for BlockQ4_0 {
+    type Act = BlockQ8_0;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        let (lo, hi) = nibbles(&self.qs);
         let eight = vdupq_n_s8(8);
-        let qx = (vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight));
-        dot32(qx, load_i8x32(&y.qs))
-    })
+        (vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
 }
 
-#[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
-    // The offsets m * s are one scalar per block; the nibbles (0..16) fit signed bytes.
-    let mut summs = 0.0f32;
-    let dots = dot_blocks!(w, a, |x, y| {
-        summs += fp16(x.m) * fp16(y.s);
-        let (lo, hi) = nibbles(&x.qs);
-        dot32((vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi)), load_i8x32(&y.qs))
-    });
-    dots + summs
+impl Block32 for BlockQ4_1 {
+    type Act = BlockQ8_1;
+    const OFFSET: bool = true;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        // The nibbles (0..16) fit signed bytes; the offset `m` is the separate term.
+        let (lo, hi) = nibbles(&self.qs);
+        (vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+    unsafe fn offset(&self) -> f32 {
+        fp16(self.m)
+    }
 }
 
-#[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
-    dot_blocks!(w, a, |x, y| {
-        let (lo, hi) = nibbles(&x.qs);
-        let (blo, bhi) = bits_to_bytes32(u32::from_le_bytes(x.qh));
+impl Block32 for BlockQ5_0 {
+    type Act = BlockQ8_0;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        let (lo, hi) = nibbles(&self.qs);
+        let (blo, bhi) = bits_to_bytes32(u32::from_le_bytes(self.qh));
         // q - 16 as a signed byte is the nibble with 0xF0 or'ed in where the 5th bit is clear.
         let f0 = vdupq_n_u8(0xF0);
-        let qx = (
-            vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, blo))),
-            vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, bhi))),
-        );
-        dot32(qx, load_i8x32(&y.qs))
-    })
+        (vreinterpretq_s8_u8(vorrq_u8(lo, vbicq_u8(f0, blo))), vreinterpretq_s8_u8(vorrq_u8(hi, vbicq_u8(f0, bhi))))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
 }
 
+impl Block32 for BlockQ8_0 {
+    type Act = BlockQ8_0;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        load_i8x32(&self.qs)
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+}
+
+/// `Σ d_w d_a dot(w, a)` over the blocks (plus `Σ offset · s`): even blocks into one f32
+/// accumulator, odd ones into another, one fused multiply-add each, in block order (the order
+/// [`i8mm`]'s tiles keep per lane).
+#[inline]
 #[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
-    dot_blocks!(w, a, |x, y| dot32(load_i8x32(&x.qs), load_i8x32(&y.qs)))
+pub unsafe fn vec_dot_q32<D: IntDot, W: Block32>(w: &[W], a: &[W::Act]) -> f32 {
+    let mut acc = [0.0f32; 2];
+    let mut off = 0.0f32;
+    for (i, (x, y)) in w.iter().zip(a).enumerate() {
+        let p = dot32::<D>(x.quants(), load_i8x32(y.qs())) as f32;
+        acc[i % 2] = p.mul_add(x.d() * y.d(), acc[i % 2]);
+        if W::OFFSET {
+            off = x.offset().mul_add(y.s(), off);
+        }
+    }
+    acc[0] + acc[1] + off
 }
 
 // ---------------------------------------------------------------------------------------------
-// k-quants
+// k-quants (one f32 update per super-block, exact integer sums inside)
+
+/// `Σ_j min[j] * (bsums[2j] + bsums[2j + 1])`: the Q4_K mins against one Q8_K block.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn q4k_min_sum(sm: &[u8; 16], y: &BlockQ8K) -> i32 {
+    let b0 = vld1q_s16(y.bsums.as_ptr());
+    let b1 = vld1q_s16(y.bsums.as_ptr().add(8));
+    let pairs = vpaddq_s16(b0, b1);
+    let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm.as_ptr().add(8))));
+    vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(pairs)), mins, pairs))
+}
+
+/// Group `g` (elements 64g..64g+64) of a Q4_K block: (low nibbles, high nibbles), 32 each.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn q4k_quants(x: &BlockQ4K, g: usize) -> ((int8x16_t, int8x16_t), (int8x16_t, int8x16_t)) {
+    let m4 = vdupq_n_u8(0x0F);
+    let qs = &x.qs[32 * g..32 * g + 32];
+    let q4 = vld1q_u8(qs.as_ptr());
+    let q4b = vld1q_u8(qs.as_ptr().add(16));
+    let lo = (vreinterpretq_s8_u8(vandq_u8(q4, m4)), vreinterpretq_s8_u8(vandq_u8(q4b, m4)));
+    let hi = (vreinterpretq_s8_u8(vshrq_n_u8(q4, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q4b, 4)));
+    (lo, hi)
+}
 
 #[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
-    let m4 = vdupq_n_u8(0x0F);
+pub unsafe fn vec_dot_q4_k_q8_k<D: IntDot>(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let sm = q4k_scales_mins(&x.scales);
-        // Mins: sum over sub-blocks of min[j] * (bsums[2j] + bsums[2j+1]).
-        let b0 = vld1q_s16(y.bsums.as_ptr());
-        let b1 = vld1q_s16(y.bsums.as_ptr().add(8));
-        let pairs = vpaddq_s16(b0, b1);
-        let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(sm.as_ptr().add(8))));
-        let pm = vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(pairs)), mins, pairs);
-        let summ = vaddvq_s32(pm);
-
+        let summ = q4k_min_sum(&sm, y);
         let mut sumi = 0i32;
         for g in 0..QK_K / 64 {
-            let q4 = vld1q_u8(x.qs.as_ptr().add(32 * g));
-            let q4b = vld1q_u8(x.qs.as_ptr().add(32 * g + 16));
-            let q8 = y.qs.as_ptr().add(64 * g);
-            let lo = (vreinterpretq_s8_u8(vandq_u8(q4, m4)), vreinterpretq_s8_u8(vandq_u8(q4b, m4)));
-            let hi = (vreinterpretq_s8_u8(vshrq_n_u8(q4, 4)), vreinterpretq_s8_u8(vshrq_n_u8(q4b, 4)));
-            let pl = dot32(lo, (vld1q_s8(q8), vld1q_s8(q8.add(16))));
-            let ph = dot32(hi, (vld1q_s8(q8.add(32)), vld1q_s8(q8.add(48))));
-            sumi += vaddvq_s32(pl) * sm[2 * g] as i32 + vaddvq_s32(ph) * sm[2 * g + 1] as i32;
+            let (lo, hi) = q4k_quants(x, g);
+            let pl = dot32::<D>(lo, load_i8x32(&y.qs[64 * g..]));
+            let ph = dot32::<D>(hi, load_i8x32(&y.qs[64 * g + 32..]));
+            sumi += pl * sm[2 * g] as i32 + ph * sm[2 * g + 1] as i32;
         }
         let d = fp16(x.d) * y.d;
         let dmin = fp16(x.dmin) * y.d;
@@ -205,33 +274,38 @@ pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     sumf
 }
 
+/// Column `c` of half `h` of a Q6_K block, minus 32: `q[k]` holds elements
+/// `128h + 32k + 16c + (0..16)`, whose scale is `scales[8h + 2k + c]`.
+#[inline]
 #[target_feature(enable = "neon")]
-pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+unsafe fn q6k_quants(x: &BlockQ6K, h: usize, c: usize) -> [int8x16_t; 4] {
     let m4 = vdupq_n_u8(0x0F);
     let m3 = vdupq_n_u8(3);
     let m32 = vdupq_n_s8(32);
+    let ql = &x.ql[64 * h..64 * h + 64];
+    let qh = &x.qh[32 * h..32 * h + 32];
+    let l1 = vld1q_u8(ql.as_ptr().add(16 * c));
+    let l2 = vld1q_u8(ql.as_ptr().add(32 + 16 * c));
+    let hb = vld1q_u8(qh.as_ptr().add(16 * c));
+    let q = [
+        vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+        vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+        vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+        vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+    ];
+    q.map(|qk| vsubq_s8(vreinterpretq_s8_u8(qk), m32))
+}
+
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_q6_k_q8_k<D: IntDot>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
         for h in 0..QK_K / 128 {
-            let ql = x.ql.as_ptr().add(64 * h);
-            let qh = x.qh.as_ptr().add(32 * h);
-            // 16 elements at a time: `c` picks the 16-byte column of ql/qh.
             for c in 0..2 {
-                let l1 = vld1q_u8(ql.add(16 * c));
-                let l2 = vld1q_u8(ql.add(32 + 16 * c));
-                let hb = vld1q_u8(qh.add(16 * c));
-                let q = [
-                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                    vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-                ];
-                for (k, &qk) in q.iter().enumerate() {
-                    // Element 128h + 32k + 16c + (0..16): scale group 8h + 2k + c.
-                    let q6 = vsubq_s8(vreinterpretq_s8_u8(qk), m32);
-                    let q8 = vld1q_s8(y.qs.as_ptr().add(128 * h + 32 * k + 16 * c));
-                    let s = vaddvq_s32(dot16(vdupq_n_s32(0), q6, q8));
+                for (k, q6) in q6k_quants(x, h, c).into_iter().enumerate() {
+                    let q8 = vld1q_s8(y.qs[128 * h + 32 * k + 16 * c..][..16].as_ptr());
+                    let s = vaddvq_s32(D::dot16(vdupq_n_s32(0), q6, q8));
                     sumi += s * x.scales[8 * h + 2 * k + c] as i32;
                 }
             }
@@ -420,32 +494,66 @@ pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Row loops (see `x86::mat_vec_*`).
+// Row loops and the per-set function names
+
+/// `out[r] = dot(row r, a)` for consecutive rows of `a.len()` blocks each.
+#[inline]
+fn rows<W, A>(w: &[W], a: &[A], out: &mut [f32], dot: impl Fn(&[W], &[A]) -> f32) {
+    if a.is_empty() {
+        out.fill(0.0);
+        return;
+    }
+    for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len())) {
+        *o = dot(row, a);
+    }
+}
 
 macro_rules! mat_vec {
     ($($name:ident => $dot:ident($W:ty, $A:ty);)*) => {$(
         /// `out[r] = dot(row r, a)` for consecutive rows of `a.len()` blocks each.
         #[target_feature(enable = "neon")]
         pub unsafe fn $name(w: &[$W], a: &[$A], out: &mut [f32]) {
-            if a.is_empty() {
-                out.fill(0.0);
-                return;
-            }
-            for (o, row) in out.iter_mut().zip(w.chunks_exact(a.len())) {
-                *o = $dot(row, a);
-            }
+            rows(w, a, out, |w, a| unsafe { $dot(w, a) })
         }
     )*};
 }
 
 mat_vec! {
-    mat_vec_q4_0_q8_0 => vec_dot_q4_0_q8_0(BlockQ4_0, BlockQ8_0);
-    mat_vec_q4_1_q8_1 => vec_dot_q4_1_q8_1(BlockQ4_1, BlockQ8_1);
-    mat_vec_q5_0_q8_0 => vec_dot_q5_0_q8_0(BlockQ5_0, BlockQ8_0);
-    mat_vec_q8_0_q8_0 => vec_dot_q8_0_q8_0(BlockQ8_0, BlockQ8_0);
-    mat_vec_q4_k_q8_k => vec_dot_q4_k_q8_k(BlockQ4K, BlockQ8K);
-    mat_vec_q6_k_q8_k => vec_dot_q6_k_q8_k(BlockQ6K, BlockQ8K);
     mat_vec_f32_f32 => vec_dot_f32_f32(f32, f32);
     mat_vec_f16_f32 => vec_dot_f16_f32(f16, f32);
     mat_vec_bf16_f32 => vec_dot_bf16_f32(bf16, f32);
 }
+
+/// The integer kernels of one [`IntDot`] under the reference's names (the functions a kernel
+/// table points at), next to the shared float kernels and quantizers.
+macro_rules! int_kernels {
+    ($D:ty) => {
+        pub use super::{
+            axpy_f16_f32, mat_vec_bf16_f32, mat_vec_f16_f32, mat_vec_f32_f32, quantize_row_q8_0, quantize_row_q8_1,
+            quantize_row_q8_k, vec_dot_bf16_f32, vec_dot_f16_f32, vec_dot_f32_f32,
+        };
+        use super::*;
+
+        int_kernels! { @fns
+            vec_dot_q4_0_q8_0, mat_vec_q4_0_q8_0(BlockQ4_0, BlockQ8_0) => super::vec_dot_q32::<$D, BlockQ4_0>;
+            vec_dot_q4_1_q8_1, mat_vec_q4_1_q8_1(BlockQ4_1, BlockQ8_1) => super::vec_dot_q32::<$D, BlockQ4_1>;
+            vec_dot_q5_0_q8_0, mat_vec_q5_0_q8_0(BlockQ5_0, BlockQ8_0) => super::vec_dot_q32::<$D, BlockQ5_0>;
+            vec_dot_q8_0_q8_0, mat_vec_q8_0_q8_0(BlockQ8_0, BlockQ8_0) => super::vec_dot_q32::<$D, BlockQ8_0>;
+            vec_dot_q4_k_q8_k, mat_vec_q4_k_q8_k(BlockQ4K, BlockQ8K) => super::vec_dot_q4_k_q8_k::<$D>;
+            vec_dot_q6_k_q8_k, mat_vec_q6_k_q8_k(BlockQ6K, BlockQ8K) => super::vec_dot_q6_k_q8_k::<$D>;
+        }
+    };
+    (@fns $($dot:ident, $mv:ident($W:ty, $A:ty) => $generic:expr;)*) => {$(
+        #[target_feature(enable = "neon")]
+        pub unsafe fn $dot(w: &[$W], a: &[$A]) -> f32 {
+            $generic(w, a)
+        }
+
+        /// `out[r] = dot(row r, a)` for consecutive rows of `a.len()` blocks each.
+        #[target_feature(enable = "neon")]
+        pub unsafe fn $mv(w: &[$W], a: &[$A], out: &mut [f32]) {
+            super::rows(w, a, out, |w, a| unsafe { $dot(w, a) })
+        }
+    )*};
+}
+pub(crate) use int_kernels;
