@@ -115,6 +115,59 @@ fn check_tree(file: &str) {
     }
 }
 
+/// Past the first chunks of cache, one task serves every query of a batch over a cached chunk:
+/// each query must still get the bits it gets alone, in prefill chunks and in a token tree.
+/// (Gemma 3's sliding-window layers see different cache starts per query and share nothing.)
+fn check_long_context(file: &str) {
+    let (prompt, greedy) = sequence(file);
+    let prefix: Vec<u32> = prompt.iter().cycle().take(600).copied().collect();
+    let e = load(file, tern::quant::kernels().isa);
+    let after_prefix = |sizes: &[usize]| {
+        let mut kv = e.model().new_kv_cache(prefix.len() + greedy.len() + 8);
+        let mut scratch = Scratch::default();
+        e.model().forward(e.pool(), &mut kv, &mut scratch, &prefix, Logits::None).expect("prefix");
+        let mut rows = Vec::new();
+        let mut rest = &greedy[..];
+        for &n in sizes {
+            let (chunk, tail) = rest.split_at(n.min(rest.len()));
+            e.model().forward(e.pool(), &mut kv, &mut scratch, chunk, Logits::All).expect("forward");
+            rows.extend(scratch.logits().map(<[f32]>::to_vec));
+            rest = tail;
+        }
+        rows
+    };
+    let one_by_one = after_prefix(&vec![1; greedy.len()]);
+    assert_eq!(one_by_one.len(), greedy.len());
+    for sizes in [&[greedy.len()][..], &[3, 5]] {
+        for (i, (a, b)) in one_by_one.iter().zip(&after_prefix(sizes)).enumerate() {
+            assert_bitwise(&format!("{file} at depth {}: chunks {sizes:?}, token {i}", prefix.len()), a, b);
+        }
+    }
+
+    let g = &greedy;
+    let tokens = [g[0], g[1], g[2], prompt[1], g[3]];
+    let parents = [None, Some(0), Some(1), Some(0), Some(2)];
+    let mut kv = e.model().new_kv_cache(prefix.len() + 16);
+    let mut scratch = Scratch::default();
+    e.model().forward(e.pool(), &mut kv, &mut scratch, &prefix, Logits::None).expect("prefix");
+    e.model().forward_tree(e.pool(), &mut kv, &mut scratch, &tokens, &parents, Logits::All).expect("tree");
+    let rows: Vec<Vec<f32>> = scratch.logits().map(<[f32]>::to_vec).collect();
+    for (node, path) in [&g[..1], &g[..2], &g[..3], &[g[0], prompt[1]], &g[..4]].iter().enumerate() {
+        let want = logits_after(&e, &prefix, path);
+        assert_bitwise(&format!("{file} at depth {}: tree node {node}", prefix.len()), &rows[node], &want);
+    }
+}
+
+#[test]
+fn smollm2_long_context() {
+    check_long_context(SMOLLM2);
+}
+
+#[test]
+fn gemma3_long_context() {
+    check_long_context(GEMMA3);
+}
+
 #[test]
 fn smollm2_batches() {
     check_batches(SMOLLM2);

@@ -8,6 +8,12 @@
 //! depend only on the query's own view, never on the batch, the thread count or the core set, so a
 //! token gets the same bits alone, in a prefill chunk or as a tree node, and long contexts split
 //! across threads.
+//!
+//! The chunks that lie wholly in the cache are the same for every query of a batch (when all
+//! see the cache from its start): one task then serves every query's heads over such a chunk,
+//! reading its key and value rows once for the batch instead of once per query. The kernels
+//! compute each head on its own, so the bits do not change; a speculative tree or a prefill
+//! chunk at long context no longer costs a pass over the cache per token.
 
 use std::cell::RefCell;
 
@@ -38,15 +44,27 @@ pub(super) struct Scratch {
     first_chunk: Vec<usize>,
     /// For each chunk, its query.
     chunk_query: Vec<usize>,
+    /// The chunks that one query's task computes alone (those not shared by the batch).
+    own_chunks: Vec<usize>,
     /// Per chunk and query head: `m`, `l`, then the head's weighted value sum.
     partial: Vec<f32>,
     /// The queries rounded to f16.
     q16: Vec<half::f16>,
 }
 
+/// A task's buffers.
+struct TaskBuffers {
+    slots: Vec<u32>,
+    scores: Vec<f32>,
+    /// Shared chunks: every query's heads of the KV head, and their partial results.
+    queries: Vec<f32>,
+    partial: Vec<f32>,
+}
+
 thread_local! {
-    /// A task's slot list and scores.
-    static TASK: RefCell<(Vec<u32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static TASK: RefCell<TaskBuffers> = const {
+        RefCell::new(TaskBuffers { slots: Vec::new(), scores: Vec::new(), queries: Vec::new(), partial: Vec::new() })
+    };
 }
 
 /// Causal (optionally sliding-window) attention of the batch's query rows `q` over the cache of
@@ -76,12 +94,19 @@ pub(super) fn attend(
     let slots = layout.pos0 + n;
     let lo_of = |t: usize| window.map_or(0, |w| (layout.positions[t] + 1).saturating_sub(w));
 
+    // Every query sees the cache from slot 0 on: its first `shared` chunks are cache slots
+    // c * CHUNK.. for all of them.
+    let shared = if n > 1 && (0..n).all(|t| lo_of(t) == 0) { layout.pos0 / CHUNK } else { 0 };
     s.first_chunk.clear();
     s.chunk_query.clear();
+    s.own_chunks.clear();
     for t in 0..n {
-        s.first_chunk.push(s.chunk_query.len());
+        let first = s.chunk_query.len();
+        s.first_chunk.push(first);
         let visible = layout.visible_slots(t, lo_of(t)).len();
-        s.chunk_query.extend(std::iter::repeat_n(t, visible.div_ceil(CHUNK).max(1)));
+        let count = visible.div_ceil(CHUNK).max(1);
+        s.chunk_query.extend(std::iter::repeat_n(t, count));
+        s.own_chunks.extend(first + shared.min(count)..first + count);
     }
     let chunks = s.chunk_query.len();
     let per_head = hd + 2;
@@ -89,27 +114,56 @@ pub(super) fn attend(
 
     let attn_chunk = kernels.attn_chunk();
     let partial = SharedMut::new(s.partial.as_mut_ptr());
-    let (first_chunk, chunk_query) = (&s.first_chunk, &s.chunk_query);
-    pool.parallel_for(chunks * h.n_head_kv, &|task| {
-        let (ci, g) = (task / h.n_head_kv, task % h.n_head_kv);
-        let t = chunk_query[ci];
-        let c = ci - first_chunk[t];
+    let (first_chunk, chunk_query, own_chunks) = (&s.first_chunk, &s.chunk_query, &s.own_chunks);
+    let shared_tasks = shared * h.n_head_kv;
+    pool.parallel_for(shared_tasks + own_chunks.len() * h.n_head_kv, &|task| {
         TASK.with(|buf| {
-            let (list, scores) = &mut *buf.borrow_mut();
-            list.clear();
+            let b = &mut *buf.borrow_mut();
+            b.slots.clear();
+            if task < shared_tasks {
+                // Chunk c of every query, for KV head g.
+                let (c, g) = (task / h.n_head_kv, task % h.n_head_kv);
+                b.slots.extend((c * CHUNK) as u32..((c + 1) * CHUNK) as u32);
+                b.queries.clear();
+                for t in 0..n {
+                    b.queries.extend_from_slice(&q[t * nh * hd + g * group * hd..][..group * hd]);
+                }
+                b.scores.resize(n * group * CHUNK, 0.0);
+                b.partial.resize(n * group * per_head, 0.0);
+                let rows = kv.head_rows(il, g, slots);
+                attn_chunk(&b.queries, n * group, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
+                for (t, part) in b.partial.chunks_exact(group * per_head).enumerate() {
+                    let ci = first_chunk[t] + c;
+                    // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task
+                    // alone (c < shared: no other task computes query t's chunk c), and
+                    // `partial` holds chunks * nh * per_head values.
+                    let o = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            partial.get().add((ci * nh + g * group) * per_head),
+                            group * per_head,
+                        )
+                    };
+                    o.copy_from_slice(part);
+                }
+                return;
+            }
+            let task = task - shared_tasks;
+            let (ci, g) = (own_chunks[task / h.n_head_kv], task % h.n_head_kv);
+            let t = chunk_query[ci];
+            let c = ci - first_chunk[t];
             let mut visible = layout.visible_slots(t, lo_of(t));
             if c > 0 {
                 visible.nth(c * CHUNK - 1);
             }
-            list.extend(visible.take(CHUNK).map(|j| j as u32));
-            scores.resize(group * CHUNK, 0.0);
+            b.slots.extend(visible.take(CHUNK).map(|j| j as u32));
+            b.scores.resize(group * CHUNK, 0.0);
             let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
             // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task alone, and
             // `partial` holds chunks * nh * per_head values.
             let o = unsafe {
                 std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head)
             };
-            attn_chunk(qg, group, kv.head_rows(il, g, slots), list, h.scale, scores, o);
+            attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, o);
         });
     });
 
