@@ -113,18 +113,31 @@ macro_rules! chunk_kernel {
             let lanes = |v: usize| tail_mask(hd - 16 * v);
             let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
 
-            // Scores: each key row is converted once and dotted with every head.
-            for (j, &$slot) in slots.iter().enumerate() {
-                let mut acc = [_mm512_setzero_ps(); MAX_HEADS];
-                for v in 0..nv {
-                    let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
-                    let k = $key;
-                    for (i, a) in acc.iter_mut().enumerate().take(g) {
-                        *a = _mm512_fmadd_ps(k, _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v)), *a);
+            // Scores, 16 rows at a time: each key row is converted once and its lane-wise
+            // products with every head kept; each head's 16 vectors are then summed together
+            // (one transposing reduction instead of 16 horizontal ones).
+            let mut part = [[_mm512_setzero_ps(); 16]; MAX_HEADS];
+            for j0 in (0..n).step_by(16) {
+                let m = (n - j0).min(16);
+                if m < 16 {
+                    part.iter_mut().take(g).for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
+                }
+                for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
+                    let mut acc = [_mm512_setzero_ps(); MAX_HEADS];
+                    for v in 0..nv {
+                        let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
+                        let k = $key;
+                        for (i, a) in acc.iter_mut().enumerate().take(g) {
+                            *a = _mm512_fmadd_ps(k, _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v)), *a);
+                        }
+                    }
+                    for (p, a) in part.iter_mut().zip(&acc).take(g) {
+                        p[TRANSPOSED[jj]] = *a;
                     }
                 }
-                for (i, a) in acc.iter().enumerate().take(g) {
-                    *sp.add(i * n + j) = _mm512_reduce_add_ps(*a) * scale;
+                for (i, p) in part.iter().enumerate().take(g) {
+                    let sums = _mm512_mul_ps(sum16(p), _mm512_set1_ps(scale));
+                    _mm512_mask_storeu_ps(sp.add(i * n + j0), tail_mask(m), sums);
                 }
             }
 
@@ -214,6 +227,42 @@ chunk_kernel!(
     },
     |slot| *rows.value_scales.add(slot * rows.value_scale_stride)
 );
+
+/// Where [`sum16`] takes the vector whose sum it leaves in lane `j`.
+const TRANSPOSED: [usize; 16] = {
+    let mut t = [0; 16];
+    let mut j = 0;
+    while j < 16 {
+        t[j] = 4 * (j % 4) + j / 4;
+        j += 1;
+    }
+    t
+};
+
+/// Lane `j` of the result: the sum of the 16 lanes of `a[TRANSPOSED[j]]`. Four halving
+/// steps, each adding two shuffles of a pair of vectors; each lane's sum depends only on its
+/// own vector, in a fixed order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn sum16(a: &[__m512; 16]) -> __m512 {
+    // 128-bit quarters: (x0 + x2, x1 + x3, y0 + y2, y1 + y3).
+    let b: [__m512; 8] = std::array::from_fn(|p| {
+        let (x, y) = (a[2 * p], a[2 * p + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0b01_00_01_00>(x, y), _mm512_shuffle_f32x4::<0b11_10_11_10>(x, y))
+    });
+    // Quarter k: the four partial sums of input 4p + k.
+    let c: [__m512; 4] = std::array::from_fn(|p| {
+        let (x, y) = (b[2 * p], b[2 * p + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0b10_00_10_00>(x, y), _mm512_shuffle_f32x4::<0b11_01_11_01>(x, y))
+    });
+    // Within quarters: two partial sums each of inputs 8p + k and 8p + 4 + k.
+    let d: [__m512; 2] = std::array::from_fn(|p| {
+        let (x, y) = (c[2 * p], c[2 * p + 1]);
+        _mm512_add_ps(_mm512_shuffle_ps::<0b01_00_01_00>(x, y), _mm512_shuffle_ps::<0b11_10_11_10>(x, y))
+    });
+    // Lane 4k + e: the sum of input k + 4e.
+    _mm512_add_ps(_mm512_shuffle_ps::<0b10_00_10_00>(d[0], d[1]), _mm512_shuffle_ps::<0b11_01_11_01>(d[0], d[1]))
+}
 
 #[inline]
 fn tail_mask(left: usize) -> __mmask16 {
