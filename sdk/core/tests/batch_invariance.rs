@@ -121,13 +121,15 @@ fn check_tree(file: &str) {
 fn check_long_context(file: &str) {
     let (prompt, greedy) = sequence(file);
     let prefix: Vec<u32> = prompt.iter().cycle().take(600).copied().collect();
+    // More tokens than one shared-chunk task serves.
+    let batch: Vec<u32> = greedy.iter().chain(&prompt).take(20).copied().collect();
     let e = load(file, tern::quant::kernels().isa);
     let after_prefix = |sizes: &[usize]| {
-        let mut kv = e.model().new_kv_cache(prefix.len() + greedy.len() + 8);
+        let mut kv = e.model().new_kv_cache(prefix.len() + batch.len() + 8);
         let mut scratch = Scratch::default();
         e.model().forward(e.pool(), &mut kv, &mut scratch, &prefix, Logits::None).expect("prefix");
         let mut rows = Vec::new();
-        let mut rest = &greedy[..];
+        let mut rest = &batch[..];
         for &n in sizes {
             let (chunk, tail) = rest.split_at(n.min(rest.len()));
             e.model().forward(e.pool(), &mut kv, &mut scratch, chunk, Logits::All).expect("forward");
@@ -136,9 +138,9 @@ fn check_long_context(file: &str) {
         }
         rows
     };
-    let one_by_one = after_prefix(&vec![1; greedy.len()]);
-    assert_eq!(one_by_one.len(), greedy.len());
-    for sizes in [&[greedy.len()][..], &[3, 5]] {
+    let one_by_one = after_prefix(&vec![1; batch.len()]);
+    assert_eq!(one_by_one.len(), batch.len());
+    for sizes in [&[batch.len()][..], &[3, 17]] {
         for (i, (a, b)) in one_by_one.iter().zip(&after_prefix(sizes)).enumerate() {
             assert_bitwise(&format!("{file} at depth {}: chunks {sizes:?}, token {i}", prefix.len()), a, b);
         }

@@ -28,6 +28,10 @@ use super::ops::SharedMut;
 /// Positions per chunk.
 pub(super) const CHUNK: usize = 256;
 
+/// Queries served together over a shared chunk (bounds a task's buffers and keeps long prefill
+/// chunks split into many tasks).
+const SHARED_QUERIES: usize = 16;
+
 /// Head geometry of one attention layer.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Heads {
@@ -115,24 +119,28 @@ pub(super) fn attend(
     let attn_chunk = kernels.attn_chunk();
     let partial = SharedMut::new(s.partial.as_mut_ptr());
     let (first_chunk, chunk_query, own_chunks) = (&s.first_chunk, &s.chunk_query, &s.own_chunks);
-    let shared_tasks = shared * h.n_head_kv;
+    let query_blocks = n.div_ceil(SHARED_QUERIES);
+    let shared_tasks = shared * h.n_head_kv * query_blocks;
     pool.parallel_for(shared_tasks + own_chunks.len() * h.n_head_kv, &|task| {
         TASK.with(|buf| {
             let b = &mut *buf.borrow_mut();
             b.slots.clear();
             if task < shared_tasks {
-                // Chunk c of every query, for KV head g.
-                let (c, g) = (task / h.n_head_kv, task % h.n_head_kv);
+                // Chunk c of queries t0..t1, for KV head g.
+                let (c, rest) = (task / (h.n_head_kv * query_blocks), task % (h.n_head_kv * query_blocks));
+                let (g, qb) = (rest / query_blocks, rest % query_blocks);
+                let (t0, t1) = (qb * SHARED_QUERIES, ((qb + 1) * SHARED_QUERIES).min(n));
                 b.slots.extend((c * CHUNK) as u32..((c + 1) * CHUNK) as u32);
                 b.queries.clear();
-                for t in 0..n {
+                for t in t0..t1 {
                     b.queries.extend_from_slice(&q[t * nh * hd + g * group * hd..][..group * hd]);
                 }
-                b.scores.resize(n * group * CHUNK, 0.0);
-                b.partial.resize(n * group * per_head, 0.0);
+                let heads = (t1 - t0) * group;
+                b.scores.resize(heads * CHUNK, 0.0);
+                b.partial.resize(heads * per_head, 0.0);
                 let rows = kv.head_rows(il, g, slots);
-                attn_chunk(&b.queries, n * group, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
-                for (t, part) in b.partial.chunks_exact(group * per_head).enumerate() {
+                attn_chunk(&b.queries, heads, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
+                for (t, part) in (t0..t1).zip(b.partial.chunks_exact(group * per_head)) {
                     let ci = first_chunk[t] + c;
                     // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task
                     // alone (c < shared: no other task computes query t's chunk c), and
