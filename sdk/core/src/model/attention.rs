@@ -118,6 +118,13 @@ pub(super) fn attend(
 
     let attn_chunk = kernels.attn_chunk();
     let partial = SharedMut::new(s.partial.as_mut_ptr());
+    // Chunk ci's results for KV head g's query heads.
+    let heads_out = |ci: usize, g: usize| {
+        // SAFETY: each (chunk, KV head) pair is computed by exactly one task (a chunk below
+        // `shared` by its shared task, any other by its query's own), and `partial` holds
+        // chunks * nh * per_head values.
+        unsafe { std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head) }
+    };
     let (first_chunk, chunk_query, own_chunks) = (&s.first_chunk, &s.chunk_query, &s.own_chunks);
     let query_blocks = n.div_ceil(SHARED_QUERIES);
     let shared_tasks = shared * h.n_head_kv * query_blocks;
@@ -141,17 +148,7 @@ pub(super) fn attend(
                 let rows = kv.head_rows(il, g, slots);
                 attn_chunk(&b.queries, heads, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
                 for (t, part) in (t0..t1).zip(b.partial.chunks_exact(group * per_head)) {
-                    let ci = first_chunk[t] + c;
-                    // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task
-                    // alone (c < shared: no other task computes query t's chunk c), and
-                    // `partial` holds chunks * nh * per_head values.
-                    let o = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            partial.get().add((ci * nh + g * group) * per_head),
-                            group * per_head,
-                        )
-                    };
-                    o.copy_from_slice(part);
+                    heads_out(first_chunk[t] + c, g).copy_from_slice(part);
                 }
                 return;
             }
@@ -166,12 +163,7 @@ pub(super) fn attend(
             b.slots.extend(visible.take(CHUNK).map(|j| j as u32));
             b.scores.resize(group * CHUNK, 0.0);
             let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
-            // SAFETY: chunk ci's heads g * group.. of `partial` belong to this task alone, and
-            // `partial` holds chunks * nh * per_head values.
-            let o = unsafe {
-                std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head)
-            };
-            attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, o);
+            attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, heads_out(ci, g));
         });
     });
 
