@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::quant::packed::Packing;
+use crate::quant::packed::{Arena, Packing, ALIGN};
 use crate::quant::{self, Kernels};
 use crate::runtime::ThreadPool;
 use attention::BatchLayout;
@@ -200,18 +200,24 @@ impl Model {
         let start = std::time::Instant::now();
         let file = Arc::clone(&self.file);
         let mut stats = PackStats::default();
-        let matrices = self
+        let mut matrices: Vec<&mut Matrix> = self
             .layers
             .iter_mut()
-            .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.w_gate, &mut l.w_up, &mut l.w_down]);
+            .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.w_gate, &mut l.w_up, &mut l.w_down])
+            .chain(std::iter::once(&mut self.output))
+            .collect();
+        // One buffer for every copy (each padded as the arena aligns it); without one (no
+        // memory for it at once) each matrix gets its own.
+        let total = matrices.iter().filter_map(|m| m.packed_size(p)).map(|n| n.next_multiple_of(ALIGN)).sum();
+        let arena = Arena::new(total);
         let base = file.bytes().as_ptr() as usize;
         let release = |bytes: &[u8]| file.release(bytes.as_ptr() as usize - base, bytes.len());
-        for m in matrices.chain(std::iter::once(&mut self.output)) {
+        for m in matrices.iter_mut() {
             let run = |n: usize, f: &(dyn Fn(usize) + Sync)| match pool {
                 Some(pool) => pool.parallel_for(n, f),
                 None => (0..n).for_each(f),
             };
-            if m.pack(file.bytes(), p, run, &release) {
+            if m.pack(file.bytes(), p, arena.as_ref(), run, &release) {
                 stats.matrices += 1;
                 stats.bytes += m.packed().map_or(0, |p| p.bytes());
                 let (start, len) = m.file_range();

@@ -13,6 +13,8 @@
 //! The packed copy replaces the mapped rows for compute only; the file stays mapped (embedding
 //! rows are still read from it) and the model may drop the replaced pages from memory.
 
+use std::sync::{Arc, Mutex};
+
 use super::blocks::*;
 use super::{GgmlType, QuantizeFn};
 
@@ -187,7 +189,7 @@ impl std::fmt::Debug for Packing {
 
 /// A weight matrix in a kernel set's tiled layout.
 pub struct PackedMatrix {
-    buf: AlignedBuf,
+    region: Region,
     pub ty: GgmlType,
     pub rows: usize,
     pub cols: usize,
@@ -207,29 +209,41 @@ impl std::fmt::Debug for PackedMatrix {
 }
 
 impl PackedMatrix {
+    /// Bytes the packed copy of a matrix takes (`None` when `p` does not pack it).
+    pub fn size(p: &Packing, ty: GgmlType, rows: usize, cols: usize) -> Option<usize> {
+        if !p.supports(ty, cols) || rows == 0 {
+            return None;
+        }
+        rows.div_ceil(p.tile_rows).checked_mul((p.tile_bytes)(ty, cols)?)
+    }
+
     /// Packs `rows` ggml rows of `cols` columns held in `src` (`None` when `p` does not pack
-    /// the type, `src` is short, or memory is exhausted). `parallel_for(n, f)` runs `f(0..n)`,
+    /// the type, `src` is short, or memory is exhausted). The copy is carved from `arena` while
+    /// it has room, else it gets a buffer of its own. `parallel_for(n, f)` runs `f(0..n)`,
     /// possibly on several threads: tiles are built independently. `consumed` is called with
     /// each run of source rows once their tiles are built (to release their pages early).
+    #[allow(clippy::too_many_arguments)]
     pub fn pack(
         p: &Packing,
         ty: GgmlType,
         rows: usize,
         cols: usize,
         src: &[u8],
+        arena: Option<&Arc<Arena>>,
         parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
         consumed: &(dyn Fn(&[u8]) + Sync),
     ) -> Option<PackedMatrix> {
-        if !p.supports(ty, cols) || rows == 0 {
-            return None;
-        }
+        let len = Self::size(p, ty, rows, cols)?;
         let tile_bytes = (p.tile_bytes)(ty, cols)?;
         let row_bytes = ty.row_bytes(cols);
         let src = src.get(..rows.checked_mul(row_bytes)?)?;
         let tiles = rows.div_ceil(p.tile_rows);
-        let mut buf = AlignedBuf::zeroed(tiles.checked_mul(tile_bytes)?)?;
         let kernel = (p.mat_mat)(ty)?;
-        let base = SendPtr(buf.as_mut_slice().as_mut_ptr());
+        let region = match arena.and_then(|a| a.take(len)) {
+            Some(r) => r,
+            None => Arena::new(len)?.take(len)?,
+        };
+        let base = SendPtr(region.base());
         // Several tiles per task: packing is memory-bound and each task touches whole pages.
         const TILES_PER_TASK: usize = 16;
         let (pack_tile, tile_rows) = (p.pack_tile, p.tile_rows);
@@ -238,26 +252,89 @@ impl PackedMatrix {
             for t in t0..t1 {
                 let r0 = t * tile_rows;
                 let r1 = (r0 + tile_rows).min(rows);
-                // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the buffer,
-                // written by this task only; the buffer outlives the parallel loop.
+                // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the region,
+                // written by this task only, before anything reads the matrix.
                 let tile = unsafe { std::slice::from_raw_parts_mut(base.at(t * tile_bytes), tile_bytes) };
                 pack_tile(ty, cols, &src[r0 * row_bytes..r1 * row_bytes], tile);
             }
             consumed(&src[t0 * tile_rows * row_bytes..(t1 * tile_rows).min(rows) * row_bytes]);
         });
-        Some(PackedMatrix { buf, ty, rows, cols, tile_rows: p.tile_rows, tile_bytes, kernel })
+        Some(PackedMatrix { region, ty, rows, cols, tile_rows: p.tile_rows, tile_bytes, kernel })
     }
 
     /// Tiles holding rows `r0..r1` (`r0` a multiple of the tile height).
     pub fn tiles_for_rows(&self, r0: usize, r1: usize) -> &[u8] {
         let t0 = r0 / self.tile_rows;
         let t1 = r1.div_ceil(self.tile_rows);
-        &self.buf.as_slice()[t0 * self.tile_bytes..t1 * self.tile_bytes]
+        &self.region.as_slice()[t0 * self.tile_bytes..t1 * self.tile_bytes]
     }
 
-    /// Heap bytes of the packed copy.
+    /// Bytes of the packed copy.
     pub fn bytes(&self) -> usize {
+        self.region.len
+    }
+}
+
+/// One zeroed buffer that the packed matrices of a model are carved from, front to back: a
+/// single memory map, so huge pages (where the OS grants them) cover the weights of small
+/// matrices too. That means far fewer page faults while packing and TLB misses while decode
+/// streams the weights. The buffer is freed when the last matrix carved from it goes.
+pub struct Arena {
+    buf: AlignedBuf,
+    /// `buf`'s first byte, taken from its mutable borrow once: regions are written through it.
+    base: *mut u8,
+    used: Mutex<usize>,
+}
+
+// SAFETY: `base` points into `buf`, which the arena owns; regions are disjoint and each is
+// written only while its matrix is packed, before the matrix is shared.
+unsafe impl Send for Arena {}
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub fn new(len: usize) -> Option<Arc<Arena>> {
+        let mut buf = AlignedBuf::zeroed(len)?;
+        let base = buf.as_mut_slice().as_mut_ptr();
+        Some(Arc::new(Arena { buf, base, used: Mutex::new(0) }))
+    }
+
+    /// The next `len` bytes, or `None` when the arena has no room left.
+    fn take(self: &Arc<Self>, len: usize) -> Option<Region> {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        let offset = used.next_multiple_of(ALIGN);
+        if len == 0 || offset.checked_add(len)? > self.buf.len() {
+            return None;
+        }
+        *used = offset + len;
+        Some(Region { arena: Arc::clone(self), offset, len })
+    }
+
+    /// Bytes of the buffer.
+    pub fn len(&self) -> usize {
         self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// A matrix's bytes in an arena.
+struct Region {
+    arena: Arc<Arena>,
+    offset: usize,
+    len: usize,
+}
+
+impl Region {
+    fn base(&self) -> *mut u8 {
+        // SAFETY: offset + len lies inside the arena's buffer (checked by `take`).
+        unsafe { self.arena.base.add(self.offset) }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: inside the buffer (see `base`), which lives as long as the arena.
+        unsafe { std::slice::from_raw_parts(self.base(), self.len) }
     }
 }
 
