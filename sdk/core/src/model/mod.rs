@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::quant::packed::{Arena, Packing, ALIGN};
+use crate::quant::packed::{Arena, Packer, Packing, ALIGN};
 use crate::quant::{self, Kernels};
 use crate::runtime::ThreadPool;
 use attention::BatchLayout;
@@ -194,35 +194,54 @@ impl Model {
         Ok(model)
     }
 
-    /// Packs every weight matrix the kernel set can pack, releasing mapped pages as soon as
-    /// their rows are packed (peak memory: the copies plus the rows in flight).
+    /// Packs every weight matrix the kernel set can pack, as one parallel job over all their
+    /// runs of tiles (small matrices would leave threads idle one job at a time), releasing
+    /// mapped pages as their rows are packed (peak memory: the copies plus the rows in flight).
     fn repack(&mut self, p: &Packing, pool: Option<&ThreadPool>) {
         let start = std::time::Instant::now();
         let file = Arc::clone(&self.file);
-        let mut stats = PackStats::default();
+        let bytes = file.bytes();
         let mut matrices: Vec<&mut Matrix> = self
             .layers
             .iter_mut()
             .flat_map(|l| [&mut l.wq, &mut l.wk, &mut l.wv, &mut l.wo, &mut l.w_gate, &mut l.w_up, &mut l.w_down])
             .chain(std::iter::once(&mut self.output))
             .collect();
-        // One buffer for every copy (each padded as the arena aligns it); without one (no
-        // memory for it at once) each matrix gets its own.
+        // One buffer for every copy, in the order decode reads them (each padded as the arena
+        // aligns it); without one (no memory for it at once) each matrix gets its own.
         let total = matrices.iter().filter_map(|m| m.packed_size(p)).map(|n| n.next_multiple_of(ALIGN)).sum();
         let arena = Arena::new(total);
-        let base = file.bytes().as_ptr() as usize;
-        let release = |bytes: &[u8]| file.release(bytes.as_ptr() as usize - base, bytes.len());
-        for m in matrices.iter_mut() {
-            let run = |n: usize, f: &(dyn Fn(usize) + Sync)| match pool {
-                Some(pool) => pool.parallel_for(n, f),
-                None => (0..n).for_each(f),
-            };
-            if m.pack(file.bytes(), p, arena.as_ref(), run, &release) {
-                stats.matrices += 1;
-                stats.bytes += m.packed().map_or(0, |p| p.bytes());
-                let (start, len) = m.file_range();
-                file.release(start, len);
+        let packers: Vec<(usize, Packer)> =
+            matrices.iter().enumerate().filter_map(|(i, m)| Some((i, m.packer(bytes, p, arena.as_ref())?))).collect();
+        // (packer, run) of every run, matrix by matrix.
+        let runs: Vec<(usize, usize)> =
+            packers.iter().enumerate().flat_map(|(k, (_, packer))| (0..packer.runs()).map(move |r| (k, r))).collect();
+        // Large matrices give their mapped pages back a run at a time (so the copy and the file
+        // never both hold them whole); the others all at once after packing (every release is
+        // a system call that interrupts the other cores).
+        const RELEASE_IN_RUNS: usize = 4 << 20;
+        let base = bytes.as_ptr() as usize;
+        let build = |i: usize| {
+            let (k, run) = runs[i];
+            let (m, packer) = &packers[k];
+            // SAFETY: every (packer, run) pair appears once in `runs`.
+            let src = unsafe { packer.build_run(run) };
+            if matrices[*m].bytes() >= RELEASE_IN_RUNS {
+                file.release(src.as_ptr() as usize - base, src.len());
             }
+        };
+        match pool {
+            Some(pool) => pool.parallel_for(runs.len(), &build),
+            None => (0..runs.len()).for_each(build),
+        }
+        let mut stats = PackStats::default();
+        for (i, packer) in packers {
+            let m = &mut matrices[i];
+            m.set_packed(packer.finish());
+            stats.matrices += 1;
+            stats.bytes += m.packed().map_or(0, |p| p.bytes());
+            let (start, len) = m.file_range();
+            file.release(start, len);
         }
         stats.ms = start.elapsed().as_secs_f64() * 1e3;
         self.packed = stats;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, TensorInfo};
-use crate::quant::packed::{Arena, PackedMatrix, Packing};
+use crate::quant::packed::{Arena, PackedMatrix, Packer, Packing};
 use crate::quant::{kernels, GgmlType};
 
 /// A weight matrix of `rows` outputs by `cols` inputs, row-major as ggml stores it
@@ -59,26 +59,16 @@ impl Matrix {
         PackedMatrix::size(p, self.ty, self.rows, self.cols)
     }
 
-    /// Builds the tiled copy products will use from now on, in `arena` while it has room;
-    /// false (nothing changes) when `p` does not pack this type or shape. `parallel_for`
-    /// spreads the tiles over threads; `consumed` gets each run of file bytes once it has been
-    /// packed.
-    pub fn pack(
-        &mut self,
-        file: &[u8],
-        p: &Packing,
-        arena: Option<&Arc<Arena>>,
-        parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
-        consumed: &(dyn Fn(&[u8]) + Sync),
-    ) -> bool {
-        let src = self.rows(file, 0, self.rows);
-        match PackedMatrix::pack(p, self.ty, self.rows, self.cols, src, arena, parallel_for, consumed) {
-            Some(m) => {
-                self.packed = Some(Arc::new(m));
-                true
-            }
-            None => false,
-        }
+    /// Starts the tiled copy (its bytes taken from `arena` while it has room); `None` when `p`
+    /// does not pack this type or shape. Products use the copy once [`Matrix::set_packed`]
+    /// hands it over.
+    pub fn packer<'a>(&self, file: &'a [u8], p: &Packing, arena: Option<&Arc<Arena>>) -> Option<Packer<'a>> {
+        Packer::new(p, self.ty, self.rows, self.cols, self.rows(file, 0, self.rows), arena)
+    }
+
+    /// Products read `packed` (built from this matrix by [`Matrix::packer`]) from now on.
+    pub fn set_packed(&mut self, packed: PackedMatrix) {
+        self.packed = Some(Arc::new(packed));
     }
 
     /// The tiled copy, if the matrix has been packed.

@@ -218,10 +218,9 @@ impl PackedMatrix {
     }
 
     /// Packs `rows` ggml rows of `cols` columns held in `src` (`None` when `p` does not pack
-    /// the type, `src` is short, or memory is exhausted). The copy is carved from `arena` while
-    /// it has room, else it gets a buffer of its own. `parallel_for(n, f)` runs `f(0..n)`,
-    /// possibly on several threads: tiles are built independently. `consumed` is called with
-    /// each run of source rows once their tiles are built (to release their pages early).
+    /// the type, `src` is short, or memory is exhausted), as one parallel job of
+    /// [`Packer::runs`]: `parallel_for(n, f)` runs `f(0..n)`, possibly on several threads.
+    /// `consumed` is called with each run of source rows once their tiles are built.
     #[allow(clippy::too_many_arguments)]
     pub fn pack(
         p: &Packing,
@@ -233,33 +232,12 @@ impl PackedMatrix {
         parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
         consumed: &(dyn Fn(&[u8]) + Sync),
     ) -> Option<PackedMatrix> {
-        let len = Self::size(p, ty, rows, cols)?;
-        let tile_bytes = (p.tile_bytes)(ty, cols)?;
-        let row_bytes = ty.row_bytes(cols);
-        let src = src.get(..rows.checked_mul(row_bytes)?)?;
-        let tiles = rows.div_ceil(p.tile_rows);
-        let kernel = (p.mat_mat)(ty)?;
-        let region = match arena.and_then(|a| a.take(len)) {
-            Some(r) => r,
-            None => Arena::new(len)?.take(len)?,
-        };
-        let base = SendPtr(region.base());
-        // Several tiles per task: packing is memory-bound and each task touches whole pages.
-        const TILES_PER_TASK: usize = 16;
-        let (pack_tile, tile_rows) = (p.pack_tile, p.tile_rows);
-        parallel_for(tiles.div_ceil(TILES_PER_TASK), &|task| {
-            let (t0, t1) = (task * TILES_PER_TASK, ((task + 1) * TILES_PER_TASK).min(tiles));
-            for t in t0..t1 {
-                let r0 = t * tile_rows;
-                let r1 = (r0 + tile_rows).min(rows);
-                // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the region,
-                // written by this task only, before anything reads the matrix.
-                let tile = unsafe { std::slice::from_raw_parts_mut(base.at(t * tile_bytes), tile_bytes) };
-                pack_tile(ty, cols, &src[r0 * row_bytes..r1 * row_bytes], tile);
-            }
-            consumed(&src[t0 * tile_rows * row_bytes..(t1 * tile_rows).min(rows) * row_bytes]);
+        let packer = Packer::new(p, ty, rows, cols, src, arena)?;
+        parallel_for(packer.runs(), &|run| {
+            // SAFETY: each run index is built once, by this call.
+            consumed(unsafe { packer.build_run(run) })
         });
-        Some(PackedMatrix { region, ty, rows, cols, tile_rows: p.tile_rows, tile_bytes, kernel })
+        Some(packer.finish())
     }
 
     /// Tiles holding rows `r0..r1` (`r0` a multiple of the tile height).
@@ -275,10 +253,82 @@ impl PackedMatrix {
     }
 }
 
-/// One zeroed buffer that the packed matrices of a model are carved from, front to back: a
-/// single memory map, so huge pages (where the OS grants them) cover the weights of small
-/// matrices too. That means far fewer page faults while packing and TLB misses while decode
-/// streams the weights. The buffer is freed when the last matrix carved from it goes.
+/// A matrix whose packed copy has its bytes but not yet its tiles. Its tiles are built a run
+/// at a time, runs on several threads at once (a model packs all its matrices' runs in one
+/// parallel job, so that small matrices do not leave threads idle); `finish` hands the
+/// copy over once every run is built.
+pub struct Packer<'a> {
+    matrix: PackedMatrix,
+    src: &'a [u8],
+    pack_tile: PackTileFn,
+}
+
+/// Tiles per run: packing is memory-bound and a run should touch whole pages.
+const TILES_PER_RUN: usize = 16;
+
+impl<'a> Packer<'a> {
+    /// Takes the copy's bytes (from `arena` while it has room, else a buffer of its own) for
+    /// `rows` ggml rows of `cols` columns held in `src`; `None` when `p` does not pack the
+    /// type, `src` is short, or memory is exhausted.
+    pub fn new(
+        p: &Packing,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        src: &'a [u8],
+        arena: Option<&Arc<Arena>>,
+    ) -> Option<Packer<'a>> {
+        let len = PackedMatrix::size(p, ty, rows, cols)?;
+        let tile_bytes = (p.tile_bytes)(ty, cols)?;
+        let src = src.get(..rows.checked_mul(ty.row_bytes(cols))?)?;
+        let kernel = (p.mat_mat)(ty)?;
+        let region = match arena.and_then(|a| a.take(len)) {
+            Some(r) => r,
+            None => Arena::new(len)?.take(len)?,
+        };
+        let matrix = PackedMatrix { region, ty, rows, cols, tile_rows: p.tile_rows, tile_bytes, kernel };
+        Some(Packer { matrix, src, pack_tile: p.pack_tile })
+    }
+
+    /// Number of runs.
+    pub fn runs(&self) -> usize {
+        self.matrix.rows.div_ceil(self.matrix.tile_rows).div_ceil(TILES_PER_RUN)
+    }
+
+    /// Builds the tiles of run `run` (nothing past the last run) and returns the source rows
+    /// they came from.
+    ///
+    /// # Safety
+    /// Each run is built by one call only: calls for different runs may run at once.
+    pub unsafe fn build_run(&self, run: usize) -> &'a [u8] {
+        let m = &self.matrix;
+        let tiles = m.rows.div_ceil(m.tile_rows);
+        let (t0, t1) = ((run * TILES_PER_RUN).min(tiles), ((run + 1) * TILES_PER_RUN).min(tiles));
+        let row_bytes = m.ty.row_bytes(m.cols);
+        for t in t0..t1 {
+            let r0 = t * m.tile_rows;
+            let r1 = (r0 + m.tile_rows).min(m.rows);
+            // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the region (it
+            // holds every tile), written by this run only (the caller's promise); nothing
+            // reads the matrix before `finish`.
+            let tile = unsafe { std::slice::from_raw_parts_mut(m.region.base().add(t * m.tile_bytes), m.tile_bytes) };
+            (self.pack_tile)(m.ty, m.cols, &self.src[r0 * row_bytes..r1 * row_bytes], tile);
+        }
+        &self.src[(t0 * m.tile_rows * row_bytes).min(self.src.len())..(t1 * m.tile_rows * row_bytes).min(self.src.len())]
+    }
+
+    /// The packed matrix (its tiles as the runs built them; never-built runs stay zero).
+    pub fn finish(self) -> PackedMatrix {
+        self.matrix
+    }
+}
+
+/// One zeroed buffer that the packed matrices of a model are carved from, front to back: one
+/// memory map for all of them rather than one per matrix (hundreds of small ones otherwise).
+/// It is not advised for huge pages: where the kernel must compact memory to find them
+/// (after other processes came and went), faulting them in made loading about twice as slow,
+/// and decode showed no measurable gain. The buffer is freed when the last matrix carved
+/// from it goes.
 pub struct Arena {
     buf: AlignedBuf,
     /// `buf`'s first byte, taken from its mutable borrow once: regions are written through it.
@@ -338,26 +388,8 @@ impl Region {
     }
 }
 
-#[derive(Clone, Copy)]
-struct SendPtr(*mut u8);
-// SAFETY: used only to hand disjoint tile ranges of one buffer to pool tasks.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    /// The pointer `off` bytes on (a method, so closures capture the whole Sync wrapper).
-    ///
-    /// # Safety
-    /// As `pointer::add`: `off` stays inside the allocation.
-    unsafe fn at(self, off: usize) -> *mut u8 {
-        // SAFETY: forwarded to the caller.
-        unsafe { self.0.add(off) }
-    }
-}
-
 /// Zero-initialised bytes aligned to [`ALIGN`] (a page, in fact): an anonymous memory map, so
-/// untouched pages cost nothing and packing writes each page once. Huge pages are asked for
-/// where the OS offers them (fewer TLB misses when decode streams the weights).
+/// untouched pages cost nothing and packing writes each page once.
 pub struct AlignedBuf {
     map: memmap2::MmapMut,
 }
@@ -368,8 +400,6 @@ impl AlignedBuf {
             return None;
         }
         let map = memmap2::MmapOptions::new().len(len).map_anon().ok()?;
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
         Some(AlignedBuf { map })
     }
 

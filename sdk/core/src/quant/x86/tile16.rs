@@ -86,8 +86,8 @@ pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
         return;
     }
     let Some(o) = BlockLayout::of(ty) else { return };
-    if ty == Q8_0 {
-        // Biased quants for every lane, the padding rows too: q + 128 with q = 0.
+    if ty == Q8_0 && rows.len() < ROWS * rb {
+        // Biased quants for the padding rows of a partial tile: q + 128 with q = 0.
         for blk in tile[..o.size * nb].chunks_exact_mut(o.size) {
             blk[..o.a].fill(128);
         }
