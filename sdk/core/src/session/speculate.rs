@@ -157,7 +157,6 @@ impl Generation<'_> {
             engine.model().forward_tree(engine.pool(), &mut s.kv, &mut s.scratch, tokens, parents, Logits::All)?;
         }
         engine.verify_costs().observe(batch, pass.elapsed());
-        spec.controller.record(batch);
         s.cached.push(next);
 
         // 3. Walk the tree: the sampler chooses after each node as plain decoding would, and
@@ -214,6 +213,8 @@ impl Generation<'_> {
         // 4. Keep the accepted path in the KV cache; offer the agreeing tail of a rejected
         // draft to the next steps.
         let accepted = spec.slots.len() - 1;
+        let depth = spec.tree.nodes().iter().map(|n| n.depth).max().unwrap_or(0);
+        spec.controller.record(batch, depth, accepted);
         // The slots are ascending and inside the pass: keeping them cannot fail.
         let kept = self.session.kv.keep_slots(base, &spec.slots);
         debug_assert!(kept);

@@ -7,6 +7,13 @@
 //! k + 1 tokens. The controller keeps the k that maximises that over cost(k + 1) / cost(1)
 //! and drafts nothing when no k beats a plain step by a margin: speculation switches itself
 //! off where it would not pay, step by step, and back on where the text turns predictable.
+//!
+//! The acceptance estimates can be confidently wrong for a while (a screen's long element
+//! list that the answer quotes only in part), and a long rejected draft costs several steps.
+//! So the depth of a draft is capped too (and its size at twice that, for trees), and the cap
+//! follows the outcomes: it starts at
+//! [`INITIAL_DEPTH_CAP`], halves below a draft of which less than a quarter was accepted and
+//! doubles after one at least half as deep as the cap of which at least half was.
 
 use super::cost::CostCurve;
 use super::tree::DraftTree;
@@ -19,9 +26,21 @@ const MIN_GAIN: f64 = 1.05;
 /// as the context grows.
 const REFRESH_STEPS: usize = 48;
 
-#[derive(Debug, Clone, Default)]
+/// Depth cap of the first drafts, and its bounds.
+pub const INITIAL_DEPTH_CAP: usize = 4;
+const MIN_DEPTH_CAP: usize = 2;
+const MAX_DEPTH_CAP: usize = 64;
+
+#[derive(Debug, Clone)]
 pub struct Controller {
     steps_since_plain: usize,
+    depth_cap: usize,
+}
+
+impl Default for Controller {
+    fn default() -> Self {
+        Controller { steps_since_plain: 0, depth_cap: INITIAL_DEPTH_CAP }
+    }
 }
 
 /// The controller's decision for one step.
@@ -45,6 +64,9 @@ impl Controller {
         let mut best = plain;
         let mut tokens = 1.0;
         for (k, node) in tree.nodes().iter().enumerate().skip(1) {
+            if node.depth > self.depth_cap || k > 2 * self.depth_cap {
+                break;
+            }
             tokens += f64::from(node.p_path);
             let gain = tokens / curve.ratio(k + 1);
             if gain > best.expected_gain {
@@ -58,9 +80,23 @@ impl Controller {
         }
     }
 
-    /// Records the size of the pass that was made.
-    pub fn record(&mut self, batch: usize) {
+    /// Records the pass that was made: `batch` tokens, the deepest drafted path `depth`
+    /// tokens long, `accepted` drafted tokens taken.
+    pub fn record(&mut self, batch: usize, depth: usize, accepted: usize) {
         self.steps_since_plain = if batch <= 1 { 0 } else { self.steps_since_plain + 1 };
+        if depth == 0 {
+            return;
+        }
+        if 4 * accepted < depth {
+            self.depth_cap = (depth / 2).max(MIN_DEPTH_CAP);
+        } else if 2 * accepted >= depth && 2 * depth >= self.depth_cap {
+            self.depth_cap = (2 * self.depth_cap).min(MAX_DEPTH_CAP);
+        }
+    }
+
+    /// The current cap on a draft's depth.
+    pub fn depth_cap(&self) -> usize {
+        self.depth_cap
     }
 }
 
@@ -88,8 +124,35 @@ mod tests {
     #[test]
     fn cheap_passes_take_long_confident_drafts() {
         let t = chain(&[0.95; 12]);
-        let plan = Controller::default().plan(&t, &linear(0.02));
-        assert_eq!(plan.keep, 13);
+        let mut c = Controller::default();
+        assert_eq!(c.plan(&t, &linear(0.02)).keep, INITIAL_DEPTH_CAP + 1, "the first drafts are capped");
+        let mut cap = INITIAL_DEPTH_CAP;
+        while cap < 12 {
+            c.record(cap + 1, cap, cap);
+            cap *= 2;
+            assert_eq!(c.depth_cap(), cap, "an accepted draft lifts the cap");
+        }
+        assert_eq!(c.plan(&t, &linear(0.02)).keep, 13);
+    }
+
+    #[test]
+    fn rejected_long_drafts_shrink_the_cap_until_drafts_are_taken_again() {
+        let t = chain(&[0.95; 40]);
+        let mut c = Controller::default();
+        c.record(9, 8, 1);
+        assert_eq!(c.depth_cap(), 4);
+        assert_eq!(c.plan(&t, &linear(0.02)).keep, 5);
+        c.record(5, 4, 0);
+        c.record(3, 2, 0);
+        assert_eq!(c.depth_cap(), 2, "never below two");
+        c.record(3, 2, 2);
+        assert_eq!(c.depth_cap(), 4);
+        c.record(5, 4, 3);
+        c.record(9, 8, 8);
+        c.record(17, 16, 8);
+        assert_eq!(c.depth_cap(), 32);
+        c.record(3, 2, 2);
+        assert_eq!(c.depth_cap(), 32, "a short draft says nothing about long ones");
     }
 
     #[test]
@@ -109,10 +172,10 @@ mod tests {
         let mut c = Controller::default();
         assert_eq!(c.plan(&t, &unknown).keep, 1);
         for _ in 0..REFRESH_STEPS {
-            c.record(5);
+            c.record(5, 4, 4);
         }
         assert_eq!(c.plan(&t, &linear(0.1)).keep, 1);
-        c.record(1);
+        c.record(1, 0, 0);
         assert!(c.plan(&t, &linear(0.1)).keep > 1);
     }
 }
