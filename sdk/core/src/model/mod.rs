@@ -14,6 +14,7 @@ pub use weights::Matrix;
 
 use std::cell::RefCell;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -216,18 +217,30 @@ impl Model {
         // (packer, run) of every run, matrix by matrix.
         let runs: Vec<(usize, usize)> =
             packers.iter().enumerate().flat_map(|(k, (_, packer))| (0..packer.runs()).map(move |r| (k, r))).collect();
-        // Large matrices give their mapped pages back a run at a time (so the copy and the file
-        // never both hold them whole); the others all at once after packing (every release is
-        // a system call that interrupts the other cores).
+        // Mapped pages go back as soon as they are packed, so that the copies and the file never
+        // both hold much: a large matrix's a run at a time, every matrix's all at once after its
+        // last run (every release is a system call that interrupts the other cores).
         const RELEASE_IN_RUNS: usize = 4 << 20;
+        let runs_left: Vec<AtomicUsize> = packers.iter().map(|(_, k)| AtomicUsize::new(k.runs())).collect();
         let base = bytes.as_ptr() as usize;
         let build = |i: usize| {
             let (k, run) = runs[i];
             let (m, packer) = &packers[k];
             // SAFETY: every (packer, run) pair appears once in `runs`.
-            let src = unsafe { packer.build_run(run) };
-            if matrices[*m].bytes() >= RELEASE_IN_RUNS {
-                file.release(src.as_ptr() as usize - base, src.len());
+            unsafe { packer.build_run(run) };
+            let m = &matrices[*m];
+            if m.bytes() >= RELEASE_IN_RUNS {
+                // From the previous run's rows on: releases go by whole 64 KiB units, and the
+                // unit across the two runs' boundary is free only once both are packed (the
+                // previous run is almost always done: a thread packs its runs in order).
+                let (from, to) = (packer.source(run.saturating_sub(1)), packer.source(run));
+                let start = from.as_ptr() as usize - base;
+                file.release(start, to.as_ptr() as usize + to.len() - base - start);
+            }
+            // The last run also gives back the pages at the runs' edges.
+            if runs_left[k].fetch_sub(1, Ordering::AcqRel) == 1 {
+                let (start, len) = m.file_range();
+                file.release(start, len);
             }
         };
         match pool {
@@ -240,8 +253,6 @@ impl Model {
             m.set_packed(packer.finish());
             stats.matrices += 1;
             stats.bytes += m.packed().map_or(0, |p| p.bytes());
-            let (start, len) = m.file_range();
-            file.release(start, len);
         }
         stats.ms = start.elapsed().as_secs_f64() * 1e3;
         self.packed = stats;

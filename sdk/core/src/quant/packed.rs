@@ -235,7 +235,8 @@ impl PackedMatrix {
         let packer = Packer::new(p, ty, rows, cols, src, arena)?;
         parallel_for(packer.runs(), &|run| {
             // SAFETY: each run index is built once, by this call.
-            consumed(unsafe { packer.build_run(run) })
+            unsafe { packer.build_run(run) };
+            consumed(packer.source(run));
         });
         Some(packer.finish())
     }
@@ -295,17 +296,30 @@ impl<'a> Packer<'a> {
         self.matrix.rows.div_ceil(self.matrix.tile_rows).div_ceil(TILES_PER_RUN)
     }
 
-    /// Builds the tiles of run `run` (nothing past the last run) and returns the source rows
-    /// they came from.
+    /// Tiles of run `run` (empty past the last run).
+    fn run_tiles(&self, run: usize) -> std::ops::Range<usize> {
+        let m = &self.matrix;
+        let tiles = m.rows.div_ceil(m.tile_rows);
+        (run * TILES_PER_RUN).min(tiles)..((run + 1) * TILES_PER_RUN).min(tiles)
+    }
+
+    /// The source rows run `run` packs.
+    pub fn source(&self, run: usize) -> &'a [u8] {
+        let m = &self.matrix;
+        let tiles = self.run_tiles(run);
+        let row_bytes = m.ty.row_bytes(m.cols);
+        let end = |t: usize| (t * m.tile_rows * row_bytes).min(self.src.len());
+        &self.src[end(tiles.start)..end(tiles.end)]
+    }
+
+    /// Builds the tiles of run `run` (nothing past the last run).
     ///
     /// # Safety
     /// Each run is built by one call only: calls for different runs may run at once.
-    pub unsafe fn build_run(&self, run: usize) -> &'a [u8] {
+    pub unsafe fn build_run(&self, run: usize) {
         let m = &self.matrix;
-        let tiles = m.rows.div_ceil(m.tile_rows);
-        let (t0, t1) = ((run * TILES_PER_RUN).min(tiles), ((run + 1) * TILES_PER_RUN).min(tiles));
         let row_bytes = m.ty.row_bytes(m.cols);
-        for t in t0..t1 {
+        for t in self.run_tiles(run) {
             let r0 = t * m.tile_rows;
             let r1 = (r0 + m.tile_rows).min(m.rows);
             // SAFETY: tile t is bytes [t * tile_bytes, (t + 1) * tile_bytes) of the region (it
@@ -314,7 +328,6 @@ impl<'a> Packer<'a> {
             let tile = unsafe { std::slice::from_raw_parts_mut(m.region.base().add(t * m.tile_bytes), m.tile_bytes) };
             (self.pack_tile)(m.ty, m.cols, &self.src[r0 * row_bytes..r1 * row_bytes], tile);
         }
-        &self.src[(t0 * m.tile_rows * row_bytes).min(self.src.len())..(t1 * m.tile_rows * row_bytes).min(self.src.len())]
     }
 
     /// The packed matrix (its tiles as the runs built them; never-built runs stay zero).
