@@ -101,8 +101,15 @@ impl Engine {
         let threads = opts.threads.unwrap_or_else(runtime::default_threads).max(1);
         let pool = ThreadPool::new(threads);
         let load = LoadOptions { repack: opts.repack_weights.unwrap_or(true), kv_precision: opts.kv_precision };
-        let model = Model::load_with(Arc::clone(&file), kernels, load, Some(&pool))?;
-        let tokenizer = Tokenizer::from_gguf(&file)?;
+        // The tokenizer is built on a thread of its own while the model loads (its vocabulary
+        // parse is serial work that would otherwise add to the time until ready).
+        let (model, tokenizer) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| Tokenizer::from_gguf(&file));
+            let model = Model::load_with(Arc::clone(&file), kernels, load, Some(&pool));
+            let tokenizer = tokenizer.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (model, tokenizer)
+        });
+        let (model, tokenizer) = (model?, tokenizer?);
         if tokenizer.vocab_size() != model.config.vocab_size {
             return Err(Error::Corrupt(format!(
                 "vocabulary has {} tokens but the model expects {}",
