@@ -217,22 +217,21 @@ impl PackedMatrix {
         rows.div_ceil(p.tile_rows).checked_mul((p.tile_bytes)(ty, cols)?)
     }
 
-    /// Packs `rows` ggml rows of `cols` columns held in `src` (`None` when `p` does not pack
-    /// the type, `src` is short, or memory is exhausted), as one parallel job of
-    /// [`Packer::runs`]: `parallel_for(n, f)` runs `f(0..n)`, possibly on several threads.
-    /// `consumed` is called with each run of source rows once their tiles are built.
-    #[allow(clippy::too_many_arguments)]
+    /// Packs `rows` ggml rows of `cols` columns held in `src` into a buffer of its own (`None`
+    /// when `p` does not pack the type, `src` is short, or memory is exhausted), as one
+    /// parallel job of [`Packer::runs`]: `parallel_for(n, f)` runs `f(0..n)`, possibly on
+    /// several threads. `consumed` is called with each run of source rows once their tiles are
+    /// built. (A model packs all its matrices at once through [`Packer`]s sharing an arena.)
     pub fn pack(
         p: &Packing,
         ty: GgmlType,
         rows: usize,
         cols: usize,
         src: &[u8],
-        arena: Option<&Arc<Arena>>,
         parallel_for: impl FnOnce(usize, &(dyn Fn(usize) + Sync)),
         consumed: &(dyn Fn(&[u8]) + Sync),
     ) -> Option<PackedMatrix> {
-        let packer = Packer::new(p, ty, rows, cols, src, arena)?;
+        let packer = Packer::new(p, ty, rows, cols, src, None)?;
         parallel_for(packer.runs(), &|run| {
             // SAFETY: each run index is built once, by this call.
             unsafe { packer.build_run(run) };
@@ -370,15 +369,6 @@ impl Arena {
         }
         *used = offset + len;
         Some(Region { arena: Arc::clone(self), offset, len })
-    }
-
-    /// Bytes of the buffer.
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
     }
 }
 

@@ -15,7 +15,7 @@ fn serial(n: usize, f: &(dyn Fn(usize) + Sync)) {
 }
 
 fn pack(p: &Packing, ty: GgmlType, rows: usize, cols: usize, w: &[u8]) -> PackedMatrix {
-    PackedMatrix::pack(p, ty, rows, cols, w, None, serial, &|_| {}).expect("packs")
+    PackedMatrix::pack(p, ty, rows, cols, w, serial, &|_| {}).expect("packs")
 }
 
 /// `n_tok` activation rows in the packed layout of `ty`, end to end.
@@ -232,9 +232,9 @@ fn packed_kernels_refuse_bad_sizes() {
 #[test]
 fn packing_refuses_what_it_cannot_pack() {
     for (_, p) in packing_sets() {
-        assert!(PackedMatrix::pack(p, GgmlType::F32, 4, 64, &[0u8; 1024], None, serial, &|_| {}).is_none());
-        assert!(PackedMatrix::pack(p, GgmlType::Q8_0, 4, 64, &[0u8; 10], None, serial, &|_| {}).is_none(), "short source");
-        assert!(PackedMatrix::pack(p, GgmlType::Q8_0, 0, 64, &[], None, serial, &|_| {}).is_none());
+        assert!(PackedMatrix::pack(p, GgmlType::F32, 4, 64, &[0u8; 1024], serial, &|_| {}).is_none());
+        assert!(PackedMatrix::pack(p, GgmlType::Q8_0, 4, 64, &[0u8; 10], serial, &|_| {}).is_none(), "short source");
+        assert!(PackedMatrix::pack(p, GgmlType::Q8_0, 0, 64, &[], serial, &|_| {}).is_none());
         assert!(!p.supports(GgmlType::Q8_0, 33));
     }
 }
