@@ -12,7 +12,6 @@ pub use config::{Activation, Architecture, Config, Rope, RopeStyle};
 pub use kv::{KvCache, KvPrecision};
 pub use weights::Matrix;
 
-use std::cell::RefCell;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -388,12 +387,19 @@ impl Model {
             self.file.release(start, len);
         }
 
+        // The rotation angles of the batch's positions, once for all layers (local layers may
+        // have their own base).
+        rope_angles(&s.layout.positions, c.rope_global.scale, &self.inv_freq_global, &mut s.rope[0]);
+        if c.layer_is_local.iter().any(|&l| l) {
+            rope_angles(&s.layout.positions, c.rope_local.scale, &self.inv_freq_local, &mut s.rope[1]);
+        }
+
         for (il, layer) in self.layers.iter().enumerate() {
             // Attention block.
             ops::rms_norm(&s.x[..n * d], &layer.attn_norm, c.rms_eps, &mut s.xb[..n * d]);
             s.qin.invalidate();
             for w in [&layer.wq, &layer.wk, &layer.wv] {
-                s.qin.prepare(k, w, &s.xb[..n * d], n);
+                s.qin.prepare(pool, k, w, &s.xb[..n * d], n);
             }
             let mut qkv = [
                 Product { w: &layer.wq, act: s.qin.for_matrix(k, &layer.wq), out: &mut s.q[..n * qd] },
@@ -417,10 +423,9 @@ impl Model {
                 ops::rms_norm_inplace(&mut s.k[..n * kvd], w, c.rms_eps);
             }
             let local = c.layer_is_local[il];
-            let (rope, inv_freq) =
-                if local { (c.rope_local, &self.inv_freq_local) } else { (c.rope_global, &self.inv_freq_global) };
-            self.apply_rope(&mut s.q[..n * qd], c.n_head, &s.layout.positions, rope.scale, inv_freq);
-            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, &s.layout.positions, rope.scale, inv_freq);
+            let angles = &s.rope[usize::from(local)];
+            self.apply_rope(&mut s.q[..n * qd], c.n_head, angles);
+            self.apply_rope(&mut s.k[..n * kvd], c.n_head_kv, angles);
             kv.store(il, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
             let window = if local { c.sliding_window } else { None };
             let heads = attention::Heads {
@@ -451,8 +456,8 @@ impl Model {
             // activation to the rows it produced.
             ops::rms_norm(&s.x[..n * d], &layer.ffn_norm, c.rms_eps, &mut s.xb[..n * d]);
             s.qin.invalidate();
-            s.qin.prepare(k, &layer.w_gate, &s.xb[..n * d], n);
-            s.qin.prepare(k, &layer.w_up, &s.xb[..n * d], n);
+            s.qin.prepare(pool, k, &layer.w_gate, &s.xb[..n * d], n);
+            s.qin.prepare(pool, k, &layer.w_up, &s.xb[..n * d], n);
             let (gate_ptr, up_ptr) = (SharedMut::new(s.gate.as_mut_ptr()), SharedMut::new(s.up.as_mut_ptr()));
             let activation = c.activation;
             let glu_rows = move |r0: usize, r1: usize| {
@@ -504,46 +509,49 @@ impl Model {
         out: &mut [f32],
     ) {
         qin.invalidate();
-        qin.prepare(self.kernels, w, &input[..n * w.cols], n);
+        qin.prepare(pool, self.kernels, w, &input[..n * w.cols], n);
         let act = qin.for_matrix(self.kernels, w);
         ops::matmul(pool, self.kernels, self.file.bytes(), &mut [Product { w, act, out: &mut out[..n * w.rows] }], n);
     }
 
-    /// Rotary position embedding of `n_heads` heads per row; row t sits at `positions[t]`.
-    fn apply_rope(&self, x: &mut [f32], n_heads: usize, positions: &[usize], pos_scale: f32, inv_freq: &[f32]) {
+    /// Rotary position embedding of `n_heads` heads per row, row t by the angles of its
+    /// position (`angles`: per row, the cosines then the sines; see [`rope_angles`]).
+    fn apply_rope(&self, x: &mut [f32], n_heads: usize, angles: &[f32]) {
         let c = &self.config;
         let hd = c.head_dim;
-        let half = inv_freq.len();
-        let row = n_heads * hd;
-        ROPE_TABLE.with(|table| {
-            let mut table = table.borrow_mut();
-            table.resize(half * 2, 0.0);
-            let (cos, sin) = table.split_at_mut(half);
-            for (xr, &pos) in x.chunks_exact_mut(row).zip(positions) {
-                let p = pos as f32 * pos_scale;
+        // The rotated dimensions (the rotary part of a head may be shorter than the head).
+        let half = self.inv_freq_global.len();
+        for (xr, cs) in x.chunks_exact_mut(n_heads * hd).zip(angles.chunks_exact(2 * half)) {
+            let (cos, sin) = cs.split_at(half);
+            for h in xr.chunks_exact_mut(hd) {
                 for i in 0..half {
-                    let (s_, c_) = (p * inv_freq[i]).sin_cos();
-                    cos[i] = c_;
-                    sin[i] = s_;
-                }
-                for h in xr.chunks_exact_mut(hd) {
-                    for i in 0..half {
-                        let (a, b) = match c.rope_style {
-                            RopeStyle::Interleaved => (2 * i, 2 * i + 1),
-                            RopeStyle::Halves => (i, i + half),
-                        };
-                        let (x0, x1) = (h[a], h[b]);
-                        h[a] = x0 * cos[i] - x1 * sin[i];
-                        h[b] = x0 * sin[i] + x1 * cos[i];
-                    }
+                    let (a, b) = match c.rope_style {
+                        RopeStyle::Interleaved => (2 * i, 2 * i + 1),
+                        RopeStyle::Halves => (i, i + half),
+                    };
+                    let (x0, x1) = (h[a], h[b]);
+                    h[a] = x0 * cos[i] - x1 * sin[i];
+                    h[b] = x0 * sin[i] + x1 * cos[i];
                 }
             }
-        });
+        }
     }
 }
 
-thread_local! {
-    static ROPE_TABLE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+/// Per position: the cosines then the sines of its rotation angles (`pos * scale * inv_freq[i]`).
+fn rope_angles(positions: &[usize], pos_scale: f32, inv_freq: &[f32], table: &mut Vec<f32>) {
+    let half = inv_freq.len();
+    table.clear();
+    table.resize(positions.len() * 2 * half, 0.0);
+    for (cs, &pos) in table.chunks_exact_mut(2 * half).zip(positions) {
+        let p = pos as f32 * pos_scale;
+        let (cos, sin) = cs.split_at_mut(half);
+        for i in 0..half {
+            let (s_, c_) = (p * inv_freq[i]).sin_cos();
+            cos[i] = c_;
+            sin[i] = s_;
+        }
+    }
 }
 
 /// gate = act(gate) * up, element by element.
@@ -571,6 +579,8 @@ pub struct Scratch {
     attn_scratch: attention::Scratch,
     logits: Vec<f32>,
     logits_rows: usize,
+    /// Rotation angles of the batch's positions for global and for local layers.
+    rope: [Vec<f32>; 2],
 }
 
 impl Scratch {

@@ -1,5 +1,7 @@
 //! Element-wise and reduction kernels of the forward pass, and the threaded matrix product.
 
+use std::cell::RefCell;
+
 use crate::quant::packed::PackedAct;
 use crate::quant::{GgmlType, Kernels};
 use crate::runtime::ThreadPool;
@@ -121,8 +123,8 @@ impl QuantizedInput {
     }
 
     /// Quantizes `x` (`n_rows` rows of `cols`) for the products of `w`, unless this input is
-    /// already there in the layout `w` needs.
-    pub fn prepare(&mut self, kernels: &Kernels, w: &Matrix, x: &[f32], n_rows: usize) {
+    /// already there in the layout `w` needs. Several rows are shared among the pool's threads.
+    pub fn prepare(&mut self, pool: &ThreadPool, kernels: &Kernels, w: &Matrix, x: &[f32], n_rows: usize) {
         let cols = w.cols;
         let (layout, row_bytes) = match (w.packed(), kernels.packing()) {
             (Some(_), Some(p)) => {
@@ -146,19 +148,31 @@ impl QuantizedInput {
         if slot.words.len() * 4 < len {
             slot.words.resize(len.div_ceil(4), 0);
         }
-        let bytes = bytes_of_mut(&mut slot.words, len);
-        let rows = x.chunks_exact(cols).zip(bytes.chunks_exact_mut(row_bytes.max(1))).take(n_rows);
-        match layout {
+        let (ty, packing, quantize) = (w.ty, kernels.packing(), kernels.quantize(w.ty.activation_type()));
+        let quantize_row = |xr: &[f32], out: &mut [u8]| match layout {
             Layout::Packed(_) => {
-                if let Some(p) = kernels.packing() {
-                    rows.for_each(|(xr, out)| (p.quantize_act)(w.ty, xr, out));
+                if let Some(p) = packing {
+                    (p.quantize_act)(ty, xr, out)
                 }
             }
-            Layout::Ggml(act) => {
-                if let Some(quantize) = kernels.quantize(act) {
-                    rows.for_each(|(xr, out)| quantize(xr, out));
+            Layout::Ggml(_) => {
+                if let Some(q) = quantize {
+                    q(xr, out)
                 }
             }
+        };
+        let bytes = bytes_of_mut(&mut slot.words, len);
+        let n_rows = n_rows.min(x.len() / cols.max(1));
+        if n_rows > 1 && pool.threads() > 1 && row_bytes > 0 {
+            let out = SharedMut::new(bytes.as_mut_ptr());
+            pool.parallel_for(n_rows, &|t| {
+                // SAFETY: row t of `bytes` (n_rows rows of row_bytes) is written by task t alone.
+                let row = unsafe { std::slice::from_raw_parts_mut(out.get().add(t * row_bytes), row_bytes) };
+                quantize_row(&x[t * cols..(t + 1) * cols], row);
+            });
+        } else {
+            let rows = x.chunks_exact(cols).zip(bytes.chunks_exact_mut(row_bytes.max(1))).take(n_rows);
+            rows.for_each(|(xr, out)| quantize_row(xr, out));
         }
         slot.valid = true;
         slot.len = len;
@@ -314,6 +328,11 @@ impl Job {
     }
 }
 
+thread_local! {
+    /// A thread's token-major tile of packed-kernel outputs.
+    static OUT_TILE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Rows `r0..r1` of one product for every token.
 fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize, r0: usize, r1: usize) {
     let (rows, cols, o) = (p.w.rows, p.w.cols, job.out);
@@ -325,20 +344,25 @@ fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize
             (m.kernel)(cols, m.tiles_for_rows(r0, r1), r1 - r0, act(0, 1), 1, dst(0, r0, r1 - r0), r1 - r0);
             return;
         }
-        // Several tokens: a few tiles at a time into a local tile, then copied to place.
+        // Several tokens: a few tiles at a time into the thread's tile, then copied to place.
         const ROWS: usize = 64;
-        let mut tile = [0f32; ROWS * TOKENS_PER_TILE];
         let step = (ROWS / m.tile_rows).max(1) * m.tile_rows;
-        for g0 in (r0..r1).step_by(step) {
-            let g1 = (g0 + step).min(r1);
-            for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
-                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
-                (m.kernel)(cols, m.tiles_for_rows(g0, g1), g1 - g0, act(t0, t1), t1 - t0, &mut tile, ROWS);
-                for t in t0..t1 {
-                    dst(t, g0, g1 - g0).copy_from_slice(&tile[(t - t0) * ROWS..(t - t0) * ROWS + g1 - g0]);
+        OUT_TILE.with(|tile| {
+            let mut tile = tile.borrow_mut();
+            // Grown once per thread, not cleared per task: the kernel writes what is copied.
+            tile.resize(step.max(ROWS) * TOKENS_PER_TILE, 0.0);
+            let stride = step.max(ROWS);
+            for g0 in (r0..r1).step_by(step) {
+                let g1 = (g0 + step).min(r1);
+                for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
+                    let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
+                    (m.kernel)(cols, m.tiles_for_rows(g0, g1), g1 - g0, act(t0, t1), t1 - t0, &mut tile, stride);
+                    for t in t0..t1 {
+                        dst(t, g0, g1 - g0).copy_from_slice(&tile[(t - t0) * stride..(t - t0) * stride + g1 - g0]);
+                    }
                 }
             }
-        }
+        });
         return;
     }
     let weights = p.w.rows(file, r0, r1);

@@ -581,8 +581,14 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
 }, Some(&avx512_packed::PACKING), |q, heads, rows, slots, scale, scores, out| {
-    if attn_chunk_ok(q, heads, rows, slots, scores, out) {
-        // SAFETY: CPU features checked before this table is handed out; sizes just above.
+    if !attn_chunk_ok(q, heads, rows, slots, scores, out) {
+        return;
+    }
+    if q.len() / heads > crate::quant::x86::avx512_attn::MAX_HEAD_DIM {
+        r::attn_chunk(q, heads, rows, slots, scale, scores, out)
+    } else {
+        // SAFETY: CPU features checked before this table is handed out; sizes and head size
+        // just above.
         unsafe { crate::quant::x86::avx512_attn::attn_chunk(q, heads, rows, slots, scale, scores, out) }
     }
 });

@@ -3,7 +3,8 @@
 //! served by one read of each row, and a vectorised `exp` for the softmax.
 //!
 //! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
-//! CPU and that every slot's key and value rows lie inside `keys` and `values`.
+//! CPU, that every slot's key and value rows lie inside `keys` and `values` and that heads are
+//! at most [`MAX_HEAD_DIM`] long.
 //!
 //! [`AttnChunkFn`]: crate::quant::AttnChunkFn
 
@@ -17,6 +18,11 @@ use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
 const MAX_HEADS: usize = 8;
+
+/// The longest head handled (the caller sends longer ones elsewhere), in elements and in
+/// 16-element vectors.
+pub const MAX_HEAD_DIM: usize = 256;
+const MAX_HEAD_VECTORS: usize = MAX_HEAD_DIM / 16;
 
 /// `e^x`, within 2 ulp, exactly 1 at 0; 0 below -87.3. Cephes' `expf`: `x = n ln 2 + r` with
 /// `|r| <= ln 2 / 2`, a degree-7 polynomial for `e^r`, then `scalef` by `2^n`.
@@ -56,9 +62,25 @@ pub unsafe fn attn_chunk(
     for h0 in (0..heads).step_by(MAX_HEADS) {
         let g = (heads - h0).min(MAX_HEADS);
         let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+        // One instance per head count: the per-head loops unroll and the accumulators stay in
+        // registers. Each head is computed the same way in every instance.
+        macro_rules! by_heads {
+            ($f:ident, $($args:expr),*) => {
+                match g {
+                    1 => $f::<1>($($args),*),
+                    2 => $f::<2>($($args),*),
+                    3 => $f::<3>($($args),*),
+                    4 => $f::<4>($($args),*),
+                    5 => $f::<5>($($args),*),
+                    6 => $f::<6>($($args),*),
+                    7 => $f::<7>($($args),*),
+                    _ => $f::<8>($($args),*),
+                }
+            };
+        }
         match rows {
             KvHeadRows::F16 { keys, values, stride } => {
-                chunk_f16(q, g, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
+                by_heads!(chunk_f16, q, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
             }
             KvHeadRows::Int8Fp8 {
                 keys,
@@ -71,7 +93,7 @@ pub unsafe fn attn_chunk(
             } => {
                 let (keys, key_scales, value_scales) = (keys.as_ptr(), key_scales.as_ptr(), value_scales.as_ptr());
                 let rows = Int8Rows { keys, key_scales, value_scales, key_scale_stride, value_scale_stride };
-                chunk_int8(q, g, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
+                by_heads!(chunk_int8, q, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
             }
         }
     }
@@ -96,9 +118,8 @@ macro_rules! chunk_kernel {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn $name(
+        unsafe fn $name<const G: usize>(
             q: &[f32],
-            g: usize,
             hd: usize,
             $kr: $K,
             vp: *const $V,
@@ -116,33 +137,41 @@ macro_rules! chunk_kernel {
             // Scores, 16 rows at a time: each key row is converted once and its lane-wise
             // products with every head kept; each head's 16 vectors are then summed together
             // (one transposing reduction instead of 16 horizontal ones).
-            let mut part = [[_mm512_setzero_ps(); 16]; MAX_HEADS];
+            // The queries, each head's vectors zero-padded to whole vectors (plain loads fold
+            // into the multiply-adds).
+            let mut qv = [[_mm512_setzero_ps(); MAX_HEAD_VECTORS]; G];
+            for (i, qh) in qv.iter_mut().enumerate() {
+                for (v, x) in qh.iter_mut().enumerate().take(nv) {
+                    *x = _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v));
+                }
+            }
+            let mut part = [[_mm512_setzero_ps(); 16]; G];
             for j0 in (0..n).step_by(16) {
                 let m = (n - j0).min(16);
                 if m < 16 {
-                    part.iter_mut().take(g).for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
+                    part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
                 }
                 for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
-                    let mut acc = [_mm512_setzero_ps(); MAX_HEADS];
+                    let mut acc = [_mm512_setzero_ps(); G];
                     for v in 0..nv {
                         let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
                         let k = $key;
-                        for (i, a) in acc.iter_mut().enumerate().take(g) {
-                            *a = _mm512_fmadd_ps(k, _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v)), *a);
+                        for (a, qh) in acc.iter_mut().zip(&qv) {
+                            *a = _mm512_fmadd_ps(k, qh[v], *a);
                         }
                     }
-                    for (p, a) in part.iter_mut().zip(&acc).take(g) {
+                    for (p, a) in part.iter_mut().zip(&acc) {
                         p[TRANSPOSED[jj]] = *a;
                     }
                 }
-                for (i, p) in part.iter().enumerate().take(g) {
+                for (i, p) in part.iter().enumerate() {
                     let sums = _mm512_mul_ps(sum16(p), _mm512_set1_ps(scale));
                     _mm512_mask_storeu_ps(sp.add(i * n + j0), tail_mask(m), sums);
                 }
             }
 
             // Softmax numerators and their sums, per head.
-            for i in 0..g {
+            for i in 0..G {
                 let s = sp.add(i * n);
                 let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
                 for j in (0..n).step_by(16) {
@@ -166,7 +195,7 @@ macro_rules! chunk_kernel {
             // Weighted sums of value rows, 32 dimensions of every head at a time.
             for v0 in (0..nv).step_by(2) {
                 let two = nv - v0 >= 2;
-                let mut acc = [[_mm512_setzero_ps(); 2]; MAX_HEADS];
+                let mut acc = [[_mm512_setzero_ps(); 2]; G];
                 for (j, &slot) in slots.iter().enumerate() {
                     let row = vp.add(slot as usize * stride + 16 * v0);
                     let $vs = slot as usize;
@@ -181,13 +210,13 @@ macro_rules! chunk_kernel {
                     } else {
                         _mm512_setzero_ps()
                     };
-                    for (i, a) in acc.iter_mut().enumerate().take(g) {
+                    for (i, a) in acc.iter_mut().enumerate() {
                         let p = _mm512_set1_ps(*sp.add(i * n + j) * vs);
                         a[0] = _mm512_fmadd_ps(p, x0, a[0]);
                         a[1] = _mm512_fmadd_ps(p, x1, a[1]);
                     }
                 }
-                for (i, a) in acc.iter().enumerate().take(g) {
+                for (i, a) in acc.iter().enumerate() {
                     let o = op.add(i * (hd + 2) + 2 + 16 * v0);
                     _mm512_mask_storeu_ps(o, lanes(v0), a[0]);
                     if two {
