@@ -128,12 +128,19 @@ impl Generation<'_> {
         self.spec_absorbed = self.generated.len();
         let remaining = self.session.opts.max_tokens.saturating_sub(self.generated.len());
         let room = self.session.kv.capacity() - self.session.kv.len();
-        let shape = TreeShape {
+        let mut shape = TreeShape {
             max_nodes: spec.limits.max_draft_tokens.min(room.saturating_sub(1)),
             max_width: spec.limits.max_width,
             // A step chooses at most depth + 1 tokens; more than the answer may still take is waste.
             max_depth: spec.limits.max_depth.min(remaining.saturating_sub(1)),
         };
+        if spec.limits.adaptive {
+            // The controller's depth cap shapes the tree: nodes a capped draft could not verify
+            // go to alternatives instead.
+            let cap = spec.controller.depth_cap();
+            shape.max_depth = shape.max_depth.min(cap);
+            shape.max_nodes = shape.max_nodes.min(2 * cap);
+        }
         if shape.max_nodes == 0 || shape.max_depth == 0 {
             spec.tree.reset(next);
         } else {
