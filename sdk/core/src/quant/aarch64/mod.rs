@@ -2,14 +2,17 @@
 //! signed bytes:
 //!
 //! - [`neon`]: base ARMv8-A, widening `smull` with pairwise `sadalp`;
-//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane;
+//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane; on
+//!   repacked weights, `sdot` by element on the 8-row tiles of [`tile8`];
 //! - [`i8mm`]: `smmla` (ARMv8.6 i8mm) for several tokens at once, a 2 × 2 tile of (weight row,
-//!   token) sums per instruction, and the `dotprod` kernels for one token.
+//!   token) sums per instruction, and the `dotprod` kernels for one token; on repacked weights,
+//!   the `dotprod` tiles and kernels.
 //!
 //! The dotprod and i8mm intrinsics are not stable on our minimum Rust, so those instructions are
 //! written with `asm!` and enable their extension in the assembler only; dispatch hands a set
 //! out only after checking the CPU has it. Everything else is NEON, part of every aarch64 target
-//! we build for. All memory access goes through the typed block slices.
+//! we build for. On ggml's layout all memory access goes through the typed block slices; the
+//! tile kernels read through pointers whose extents dispatch checks first.
 //!
 //! Integer parts are exact and quantization is byte-identical to `reference`. Each (weight row,
 //! token) pair is accumulated in one fixed order (an exact integer sum per block, then the same
@@ -24,6 +27,7 @@
 pub mod dotprod;
 pub mod i8mm;
 pub mod neon;
+pub mod tile8;
 
 use std::arch::aarch64::*;
 
