@@ -607,12 +607,12 @@ macro_rules! packed_wrappers {
     };
 }
 
-/// Safe wrappers of a set's packed kernels (`$tile`: the layout's `ROWS`, `tile_bytes` and
-/// `pack_tile`; `$kern`: `mat_mat_*` per type; `$fns`: the set's quantizers). Sound because
+/// Safe wrappers of a set's packed kernels (`$tile`: the layout's `ROWS` and `tile_bytes`, and
+/// `$pack` in it; `$kern`: `mat_mat_*` per type; `$fns`: the set's quantizers). Sound because
 /// the tables that point here are handed out after checking the CPU features both modules are
 /// compiled for, and [`packed_mat_mat_bytes`] checks the extents the kernels read and write.
 macro_rules! packed_set {
-    ($(#[$attr:meta])* $name:ident, $fns:ident, $layout:literal, $($tile:ident)::+, $($kern:ident)::+) => {
+    ($(#[$attr:meta])* $name:ident, $fns:ident, $layout:literal, $($tile:ident)::+, $pack:ident, $($kern:ident)::+) => {
         $(#[$attr])*
         mod $name {
             use super::*;
@@ -624,7 +624,7 @@ macro_rules! packed_set {
                 layout: $layout,
                 tile_rows: tile::ROWS,
                 tile_bytes: tile::tile_bytes,
-                pack_tile: tile::pack_tile,
+                pack_tile: tile::$pack,
                 act: PackedAct::of,
                 quantize_act,
                 mat_mat,
@@ -655,7 +655,7 @@ macro_rules! packed_set {
 packed_set!(
     /// The AVX-512 set's VNNI kernels on 16-row tiles.
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
-    avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, x86::avx512
+    avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, pack_tile, x86::avx512
 );
 
 /// Whether a packed kernel call's buffers have the extents it reads and writes (see
@@ -692,10 +692,9 @@ simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None);
 simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, Some(&dotprod_packed::PACKING));
 
 packed_set!(
-    /// The dotprod set's `sdot` kernels on 8-row tiles, which the i8mm set uses too (its CPUs
-    /// have dotprod).
+    /// The dotprod set's `sdot` kernels on 8-row tiles of 4-byte column groups.
     #[cfg(target_arch = "aarch64")]
-    dotprod_packed, dotprod_fns, "arm-sdot-8", aarch64::tile8, aarch64::dotprod
+    dotprod_packed, dotprod_fns, "arm-sdot-8", aarch64::tile8, pack_tile, aarch64::dotprod
 );
 
 dedicated_mat_mat!(
@@ -704,13 +703,20 @@ dedicated_mat_mat!(
     i8mm_mat_mat, aarch64::i8mm
 );
 
-// The i8mm set: `smmla` GEMM on ggml's layout (repacking off); on repacked weights, the dotprod
-// set's tiles and kernels.
+// The i8mm set: `smmla` GEMM on ggml's layout (repacking off) and on 8-row tiles of 8-byte
+// column groups.
 #[cfg(target_arch = "aarch64")]
 simd_set!(i8mm_fns, I8MM, aarch64::i8mm, "i8mm", {
     Q4_0 => i8mm_mat_mat::mm_q4_0, Q4_1 => i8mm_mat_mat::mm_q4_1, Q5_0 => i8mm_mat_mat::mm_q5_0,
     Q8_0 => i8mm_mat_mat::mm_q8_0, Q4_K => i8mm_mat_mat::mm_q4_k, Q6_K => i8mm_mat_mat::mm_q6_k,
-}, Some(&dotprod_packed::PACKING));
+}, Some(&i8mm_packed::PACKING));
+
+packed_set!(
+    /// The i8mm set's `smmla` kernels on 8-row tiles of 8-byte column groups (Q5_0: the dotprod
+    /// set's tiles and kernel, which its CPUs run).
+    #[cfg(target_arch = "aarch64")]
+    i8mm_packed, i8mm_fns, "arm-smmla-8", aarch64::tile8, pack_tile_mmla, aarch64::i8mm
+);
 
 /// The aarch64 sets this CPU runs, in order: each one's features include the previous one's.
 #[cfg(target_arch = "aarch64")]

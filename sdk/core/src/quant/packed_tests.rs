@@ -42,8 +42,8 @@ fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_le_bytes(b[at..at + 2].try_into().unwrap())
 }
 
-/// Which sets repack (AVX-512 on x86; dotprod, and i8mm on its tiles, on aarch64), and that each
-/// packs every packable type: a set dropped from the list would silently skip the tests below.
+/// Which sets repack (AVX-512 on x86; dotprod and i8mm on aarch64), and that each packs every
+/// packable type: a set dropped from the list would silently skip the tests below.
 #[test]
 fn packing_sets_pack_every_packable_type() {
     for k in available_kernels() {

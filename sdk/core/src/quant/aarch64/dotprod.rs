@@ -6,8 +6,8 @@
 
 use std::arch::aarch64::*;
 
-use super::tile8::{tile_bytes, BlockLayout, GROUP, ROWS};
-use crate::quant::packed::{ActOffsets, ActRow as Act, PackedAct};
+use super::tile8::{BlockLayout, TileWalk, GROUP, ROWS};
+use crate::quant::packed::ActRow as Act;
 use crate::quant::GgmlType;
 
 /// The `sdot` dot product.
@@ -166,21 +166,13 @@ unsafe fn drive<K: TileKernel>(
     out: &mut [f32],
     stride: usize,
 ) {
-    let (Some(tb), Some(pa), Some(o)) = (tile_bytes(K::TY, cols), PackedAct::of(K::TY), BlockLayout::of(K::TY)) else {
-        return;
-    };
-    let Some(ab) = pa.row_bytes(cols) else { return };
-    let ao = ActOffsets::new(pa, cols);
-    let nb = cols / K::TY.block_size();
-    let act_row = |t: usize| Act::new(act.as_ptr().add(t * ab), &ao);
-    for (tile, tp) in tiles.chunks_exact(tb).take(n_rows.div_ceil(ROWS)).enumerate() {
-        let r0 = tile * ROWS;
-        let valid = (n_rows - r0).min(ROWS);
+    let Some(walk) = TileWalk::new(K::TY, cols, tiles, n_rows, act) else { return };
+    for (tile, r0, valid) in walk.tiles() {
         let mut t = 0;
         macro_rules! tokens {
             ($e:literal) => {{
-                let a: [Act; $e] = std::array::from_fn(|e| act_row(t + e));
-                for (e, sums) in K::tile::<$e>(tp.as_ptr(), nb, &o, &a).iter().enumerate() {
+                let a: [Act; $e] = std::array::from_fn(|e| walk.act(t + e));
+                for (e, sums) in K::tile::<$e>(tile.as_ptr(), walk.nb, &walk.o, &a).iter().enumerate() {
                     out[(t + e) * stride + r0..][..valid].copy_from_slice(&sums[..valid]);
                 }
                 t += $e;
@@ -415,17 +407,7 @@ impl TileKernel for TileQ6K {
     }
 }
 
-macro_rules! entry {
-    ($($name:ident => $k:ty;)*) => {$(
-        /// `out[t * stride + r] = row r · token t` on 8-row tiles (extents checked by the caller).
-        #[target_feature(enable = "neon")]
-        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-            drive::<$k>(cols, tiles, n_rows, act, n_tok, out, stride)
-        }
-    )*};
-}
-
-entry! {
+super::tile_entries! { drive:
     mat_mat_q4_0 => TileQ40;
     mat_mat_q4_1 => TileQ41;
     mat_mat_q5_0 => TileQ50;
