@@ -16,7 +16,9 @@
 #                the model golden runs for the base SIMD set (neon: phones without extensions)
 #                and the best one (about a minute each here). Sets in between are covered by
 #                the unit tests and by the best: i8mm's one-token kernels are dotprod's own
-#                functions. TERN_QEMU_ALL_SETS=1 runs the golden for every set. The scalar
+#                functions; the model repacks its weights (on by default), so the best set's
+#                golden runs its tile kernels (dotprod's are held to the reference and to
+#                batch invariance by the unit tests). TERN_QEMU_ALL_SETS=1 runs the golden for every set. The scalar
 #                reference is skipped: the same Rust code runs natively, where it is
 #                golden-tested, and the unit tests hold every set to it here.
 #                kernel_set_golden.rs: teacher-forced top-1 equals llama.cpp's on SmolLM2 at

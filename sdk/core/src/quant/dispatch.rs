@@ -593,62 +593,76 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
     }
 });
 
-/// Safe wrappers of the AVX-512 packed kernels. Sound because [`AVX512`] (the only table that
-/// points here) is handed out after checking the CPU, and [`packed_mat_mat_bytes`] checks the
-/// extents the kernels read and write.
-#[cfg(all(target_arch = "x86_64", tern_avx512))]
-mod avx512_packed {
-    use super::*;
-    use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
-    use crate::quant::x86::{avx512 as k, tile16};
+/// Inside a [`packed_set!`] module: each `$wrapper` checks a call's extents, then runs
+/// `k::$kernel`; `mat_mat` maps each type to its wrapper.
+macro_rules! packed_wrappers {
+    ($($wrapper:ident => $kernel:ident, $ty:ident;)*) => {
+        $(fn $wrapper(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+            if packed_mat_mat_bytes(&PACKING, GgmlType::$ty, cols, tiles, n_rows, act, n_tok, out, stride) {
+                // SAFETY: CPU features checked before the table is handed out; extents above.
+                unsafe { k::$kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
+            }
+        })*
 
-    pub static PACKING: Packing = Packing {
-        layout: "x86-vnni-16",
-        tile_rows: tile16::ROWS,
-        tile_bytes: tile16::tile_bytes,
-        pack_tile: tile16::pack_tile,
-        act: PackedAct::of,
-        quantize_act,
-        mat_mat,
-    };
-
-    fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) {
-        let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
-        let Some(out) = out.get_mut(..need) else { return };
-        match PackedAct::of(ty) {
-            Some(PackedAct::Q8x32) => quantize_q8x32(x, out, avx512_fns::quant_q8_1),
-            Some(PackedAct::Q8xK) => quantize_q8xk(x, out, avx512_fns::quant_q8_k),
-            None => {}
+        fn mat_mat(ty: GgmlType) -> Option<PackedMatMatFn> {
+            match ty {
+                $(GgmlType::$ty => Some($wrapper),)*
+                _ => None,
+            }
         }
-    }
+    };
+}
 
-    macro_rules! wrappers {
-        ($($name:ident => $kernel:path, $ty:ident;)*) => {
-            $(fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-                if packed_mat_mat_bytes(&PACKING, GgmlType::$ty, cols, tiles, n_rows, act, n_tok, out, stride) {
-                    // SAFETY: CPU features checked before this table is handed out; extents above.
-                    unsafe { $kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
-                }
-            })*
+/// Safe wrappers of a set's packed kernels (`$tile`: the layout's `ROWS` and `tile_bytes`, and
+/// `$pack` in it; `$kern`: `mat_mat_*` per type; `$fns`: the set's quantizers). Sound because
+/// the tables that point here are handed out after checking the CPU features both modules are
+/// compiled for, and [`packed_mat_mat_bytes`] checks the extents the kernels read and write.
+macro_rules! packed_set {
+    ($(#[$attr:meta])* $name:ident, $fns:ident, $layout:literal, $($tile:ident)::+, $pack:ident, $($kern:ident)::+) => {
+        $(#[$attr])*
+        mod $name {
+            use super::*;
+            use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
+            use crate::quant::$($kern)::+ as k;
+            use crate::quant::$($tile)::+ as tile;
 
-            fn mat_mat(ty: GgmlType) -> Option<PackedMatMatFn> {
-                match ty {
-                    $(GgmlType::$ty => Some($name),)*
-                    _ => None,
+            pub static PACKING: Packing = Packing {
+                layout: $layout,
+                tile_rows: tile::ROWS,
+                tile_bytes: tile::tile_bytes,
+                pack_tile: tile::$pack,
+                act: PackedAct::of,
+                quantize_act,
+                mat_mat,
+            };
+
+            fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) {
+                let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
+                let Some(out) = out.get_mut(..need) else { return };
+                match PackedAct::of(ty) {
+                    Some(PackedAct::Q8x32) => quantize_q8x32(x, out, $fns::quant_q8_1),
+                    Some(PackedAct::Q8xK) => quantize_q8xk(x, out, $fns::quant_q8_k),
+                    None => {}
                 }
             }
-        };
-    }
 
-    wrappers! {
-        mm_q4_0 => k::mat_mat_q4_0, Q4_0;
-        mm_q4_1 => k::mat_mat_q4_1, Q4_1;
-        mm_q5_0 => k::mat_mat_q5_0, Q5_0;
-        mm_q8_0 => k::mat_mat_q8_0, Q8_0;
-        mm_q4_k => k::mat_mat_q4_k, Q4_K;
-        mm_q6_k => k::mat_mat_q6_k, Q6_K;
-    }
+            packed_wrappers! {
+                mm_q4_0 => mat_mat_q4_0, Q4_0;
+                mm_q4_1 => mat_mat_q4_1, Q4_1;
+                mm_q5_0 => mat_mat_q5_0, Q5_0;
+                mm_q8_0 => mat_mat_q8_0, Q8_0;
+                mm_q4_k => mat_mat_q4_k, Q4_K;
+                mm_q6_k => mat_mat_q6_k, Q6_K;
+            }
+        }
+    };
 }
+
+packed_set!(
+    /// The AVX-512 set's VNNI kernels on 16-row tiles.
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, pack_tile, x86::avx512
+);
 
 /// Whether a packed kernel call's buffers have the extents it reads and writes (see
 /// [`PackedMatMatFn`](super::packed::PackedMatMatFn)). Calls with nothing to do are refused too.
@@ -681,7 +695,13 @@ fn packed_mat_mat_bytes(
 simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None);
 
 #[cfg(target_arch = "aarch64")]
-simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, None);
+simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, Some(&dotprod_packed::PACKING));
+
+packed_set!(
+    /// The dotprod set's `sdot` kernels on 8-row tiles of 4-byte column groups.
+    #[cfg(target_arch = "aarch64")]
+    dotprod_packed, dotprod_fns, "arm-sdot-8", aarch64::tile8, pack_tile, aarch64::dotprod
+);
 
 dedicated_mat_mat!(
     /// `smmla` multi-token kernels: 2 weight rows × 2 tokens per instruction.
@@ -689,11 +709,20 @@ dedicated_mat_mat!(
     i8mm_mat_mat, aarch64::i8mm
 );
 
+// The i8mm set: `smmla` GEMM on ggml's layout (repacking off) and on 8-row tiles of 8-byte
+// column groups.
 #[cfg(target_arch = "aarch64")]
 simd_set!(i8mm_fns, I8MM, aarch64::i8mm, "i8mm", {
     Q4_0 => i8mm_mat_mat::mm_q4_0, Q4_1 => i8mm_mat_mat::mm_q4_1, Q5_0 => i8mm_mat_mat::mm_q5_0,
     Q8_0 => i8mm_mat_mat::mm_q8_0, Q4_K => i8mm_mat_mat::mm_q4_k, Q6_K => i8mm_mat_mat::mm_q6_k,
-}, None);
+}, Some(&i8mm_packed::PACKING));
+
+packed_set!(
+    /// The i8mm set's `smmla` kernels on 8-row tiles of 8-byte column groups (Q5_0: the dotprod
+    /// set's tiles and kernel, which its CPUs run).
+    #[cfg(target_arch = "aarch64")]
+    i8mm_packed, i8mm_fns, "arm-smmla-8", aarch64::tile8, pack_tile_mmla, aarch64::i8mm
+);
 
 /// The aarch64 sets this CPU runs, in order: each one's features include the previous one's.
 #[cfg(target_arch = "aarch64")]

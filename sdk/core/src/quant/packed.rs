@@ -102,6 +102,49 @@ impl ActOffsets {
     }
 }
 
+/// One activation row as packed kernels read it: pointers to its arrays.
+#[derive(Clone, Copy)]
+pub struct ActRow {
+    pub qs: *const u8,
+    pub d: *const u8,
+    pub sum: *const u8,
+    pub extra: *const u8,
+}
+
+/// Each function is `unsafe`: `row` (and each block asked for) must lie in a row of the layout
+/// the offsets were made for, which the packed kernels' callers have checked.
+#[allow(clippy::missing_safety_doc)]
+impl ActRow {
+    #[inline(always)]
+    pub unsafe fn new(row: *const u8, o: &ActOffsets) -> ActRow {
+        ActRow { qs: row, d: row.add(o.d), sum: row.add(o.sum), extra: row.add(o.extra) }
+    }
+
+    /// Scale of block `b`.
+    #[inline(always)]
+    pub unsafe fn d(&self, b: usize) -> f32 {
+        self.d.add(4 * b).cast::<f32>().read_unaligned()
+    }
+
+    /// [`PackedAct::Q8x32`]: the sum of block `b`'s quants.
+    #[inline(always)]
+    pub unsafe fn sum(&self, b: usize) -> i32 {
+        self.sum.add(4 * b).cast::<i32>().read_unaligned()
+    }
+
+    /// [`PackedAct::Q8x32`]: block `b`'s `s`.
+    #[inline(always)]
+    pub unsafe fn s(&self, b: usize) -> f32 {
+        self.extra.add(4 * b).cast::<f32>().read_unaligned()
+    }
+
+    /// [`PackedAct::Q8xK`]: the sum of quants `32j..32j + 32` of super-block `b`.
+    #[inline(always)]
+    pub unsafe fn sum32(&self, b: usize, j: usize) -> i16 {
+        self.extra.add(16 * b + 2 * j).cast::<i16>().read_unaligned()
+    }
+}
+
 /// Fills a [`PackedAct::Q8x32`] row from `x` with a Q8_1 quantizer (whose quants and `d` are
 /// those of Q8_0 too). `out` must be at least one row long; `x.len()` a multiple of 32.
 pub fn quantize_q8x32(x: &[f32], out: &mut [u8], q8_1: QuantizeFn) {
@@ -151,6 +194,16 @@ pub fn quantize_q8xk(x: &[f32], out: &mut [u8], q8_k: QuantizeFn) {
 #[inline]
 fn put<const N: usize>(out: &mut [u8], at: usize, v: [u8; N]) {
     out[at..at + N].copy_from_slice(&v);
+}
+
+/// Bytes of a tile of `cols` columns of `ty` whose blocks (one ggml block of each of its rows)
+/// take `block` bytes: whole blocks, padded to [`ALIGN`]. `None` when `cols` is not a whole
+/// number of blocks.
+pub fn tile_len(ty: GgmlType, cols: usize, block: usize) -> Option<usize> {
+    if cols == 0 || cols % ty.block_size() != 0 {
+        return None;
+    }
+    Some((cols / ty.block_size() * block).next_multiple_of(ALIGN))
 }
 
 /// What a kernel set needs to run on repacked weights. See the module documentation.

@@ -6,12 +6,19 @@
 //!
 //! Each tile lane repeats [`super::vec_dot_q32`]'s (or the k-quants') f32 steps for its pair,
 //! so a token's result is the one it gets alone.
+//!
+//! On repacked weights ([`super::tile8`] at width 8: a row pair's 8 quants per vector) one
+//! kernel per type serves decode and prefill, on token pairs (a single token paired with
+//! itself); Q5_0 runs the dotprod set's tiles.
 
 use std::arch::aarch64::*;
 
 pub use super::dotprod::*;
-use super::{fp16, load_i8x32, q4k_min_sum, q4k_quants, q6k_quants, Act32, Block32};
+use super::tile8::{BlockLayout, TileWalk, ROWS};
+use super::{fp16, fp16x8, load_i8x32, q4k_min_sum, q4k_quants, q6k_quants, Act32, Block32};
 use crate::quant::blocks::*;
+use crate::quant::packed::ActRow as Act;
+use crate::quant::GgmlType;
 
 /// `acc + a · bᵀ` for the 2 × 8 signed byte matrices `a` and `b` (one row per 8-byte half):
 /// lanes (a0·b0, a0·b1, a1·b0, a1·b1).
@@ -221,4 +228,327 @@ mat_mat! {
     mat_mat_q8_0_q8_0(BlockQ8_0, BlockQ8_0) => tile_q32::<BlockQ8_0>, vec_dot_q8_0_q8_0;
     mat_mat_q4_k_q8_k(BlockQ4K, BlockQ8K) => tile_q4_k, vec_dot_q4_k_q8_k;
     mat_mat_q6_k_q8_k(BlockQ6K, BlockQ8K) => tile_q6_k, vec_dot_q6_k_q8_k;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels on 8-row tiles of 8-byte column groups (repacked weights, `super::tile8`, width 8)
+//
+// `smmla` multiplies a row pair's 8 quants by 8 quants of a token pair: per tile block, four
+// accumulators (row pairs) per token pair, lanes (r0·t0, r0·t1, r1·t0, r1·t1). Tokens go in
+// pairs; an odd last token is paired with itself. Every lane performs, per block in order,
+// the same operations (an exact integer sum, then the same f32 steps), so a token's result
+// does not depend on its pair, batch, tile or thread. Q5_0 stays on the dotprod tiles.
+// Extents as for the dotprod tile kernels, checked by the callers.
+
+/// Four row pairs' accumulators of a tile block for one token pair.
+type Pairs<T> = [T; 4];
+
+/// Quants `at..at + 16` of tokens `a` as two `smmla` operands: elements `at..at + 8` of both
+/// tokens, then `at + 8..at + 16`.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn token_pair16(a: [&Act; 2], at: usize) -> [int8x16_t; 2] {
+    let (x, y) = (vld1q_s8(a[0].qs.add(at).cast()), vld1q_s8(a[1].qs.add(at).cast()));
+    [halves::<false>(x, y), halves::<true>(x, y)]
+}
+
+/// Elements `at..at + 32` of both tokens as four operands, one per 8 elements.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn token_pair32(a: [&Act; 2], at: usize) -> [int8x16_t; 4] {
+    let ([o0, o1], [o2, o3]) = (token_pair16(a, at), token_pair16(a, at + 16));
+    [o0, o1, o2, o3]
+}
+
+/// The four row pairs' vectors of the 64-byte group at `p`.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn load_group8(p: *const u8) -> [uint8x16_t; 4] {
+    std::array::from_fn(|i| vld1q_u8(p.add(16 * i)))
+}
+
+/// `acc[p] = smmla(acc[p], w[p], x)` for the four row pairs.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn smmla4(acc: &mut Pairs<int32x4_t>, w: [int8x16_t; 4], x: int8x16_t) {
+    for (acc, w) in acc.iter_mut().zip(w) {
+        *acc = smmla(*acc, w, x);
+    }
+}
+
+/// A value per row (rows 0..4, 4..8) -> per row pair, in the lanes' order (r0, r0, r1, r1).
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn f32_by_pair(v: [float32x4_t; 2]) -> Pairs<float32x4_t> {
+    [vzip1q_f32(v[0], v[0]), vzip2q_f32(v[0], v[0]), vzip1q_f32(v[1], v[1]), vzip2q_f32(v[1], v[1])]
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn i32_by_pair(v: [int32x4_t; 2]) -> Pairs<int32x4_t> {
+    [vzip1q_s32(v[0], v[0]), vzip2q_s32(v[0], v[0]), vzip1q_s32(v[1], v[1]), vzip2q_s32(v[1], v[1])]
+}
+
+/// 8 f16 (one per row) at `p` -> f32 per row pair.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn f16_by_pair(p: *const u8) -> Pairs<float32x4_t> {
+    let (lo, hi) = fp16x8(vld1q_u16(p.cast()));
+    f32_by_pair([lo, hi])
+}
+
+/// 8 bytes (one per row) at `p` -> i32 per row pair.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn u8_by_pair(p: *const u8) -> Pairs<int32x4_t> {
+    let w = vmovl_u8(vld1_u8(p));
+    i32_by_pair([vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(w))), vreinterpretq_s32_u32(vmovl_high_u16(w))])
+}
+
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn i8_by_pair(p: *const u8) -> Pairs<int32x4_t> {
+    let w = vmovl_s8(vld1_s8(p.cast()));
+    i32_by_pair([vmovl_s16(vget_low_s16(w)), vmovl_high_s16(w)])
+}
+
+/// A weight type's kernel on one tile for one token pair.
+trait PairKernel {
+    const TY: GgmlType;
+    unsafe fn tile(tile: *const u8, nb: usize, o: &BlockLayout, a: [&Act; 2]) -> Pairs<float32x4_t>;
+}
+
+/// Runs `K` over every tile and token pair.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn drive_pairs<K: PairKernel>(
+    cols: usize,
+    tiles: &[u8],
+    n_rows: usize,
+    act: &[u8],
+    n_tok: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let Some(walk) = TileWalk::new(K::TY, cols, tiles, n_rows, act) else { return };
+    for (tile, r0, valid) in walk.tiles() {
+        for t in (0..n_tok).step_by(2) {
+            let tok = [t, (t + 1).min(n_tok - 1)];
+            let acc = K::tile(tile.as_ptr(), walk.nb, &walk.o, [&walk.act(tok[0]), &walk.act(tok[1])]);
+            for (p, v) in acc.into_iter().enumerate() {
+                for (l, &x) in lanes(v).iter().enumerate() {
+                    let r = 2 * p + l / 2;
+                    if r < valid {
+                        out[tok[l % 2] * stride + r0 + r] = x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A token value in the lanes' order (t0, t1, t0, t1).
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn by_token_i32(t0: i32, t1: i32) -> int32x4_t {
+    vld1q_s32([t0, t1, t0, t1].as_ptr())
+}
+
+// 32-element formats
+
+/// How a 32-element format's tile block (width 8) reads.
+trait Q32Pairs {
+    const TY: GgmlType;
+    /// log2 of the quant offset taken off exactly through the activation block sums (0: none).
+    const SHIFT: i32 = 0;
+    /// Whether the block adds `m · s` (Q4_1).
+    const M: bool = false;
+    /// The quants that multiply elements `8c..8c + 8`, per row pair, as signed bytes.
+    unsafe fn quants(blk: *const u8) -> [Pairs<int8x16_t>; 4];
+}
+
+/// Per block: the exact integer sums (less the offset), then `acc = fma(float(isum), d_w · d_a,
+/// acc)` and, for Q4_1, `acc = fma(m, s, acc)`, in every lane.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn tile_q32_pairs<T: Q32Pairs>(tile: *const u8, nb: usize, o: &BlockLayout, a: [&Act; 2]) -> Pairs<float32x4_t> {
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    for b in 0..nb {
+        let blk = tile.add(o.size * b);
+        let mut isum = [vdupq_n_s32(0); 4];
+        for (w, x) in T::quants(blk).into_iter().zip(token_pair32(a, 32 * b)) {
+            smmla4(&mut isum, w, x);
+        }
+        let off =
+            if T::SHIFT > 0 { by_token_i32(a[0].sum(b) << T::SHIFT, a[1].sum(b) << T::SHIFT) } else { vdupq_n_s32(0) };
+        let da = by_token(a[0].d(b), a[1].d(b));
+        let dw = f16_by_pair(blk.add(o.d));
+        let (mw, s) = if T::M { (f16_by_pair(blk.add(o.m)), by_token(a[0].s(b), a[1].s(b))) } else { (dw, da) };
+        for p in 0..4 {
+            acc[p] = vfmaq_f32(acc[p], vcvtq_f32_s32(vsubq_s32(isum[p], off)), vmulq_f32(dw[p], da));
+            if T::M {
+                acc[p] = vfmaq_f32(acc[p], mw[p], s);
+            }
+        }
+    }
+    acc
+}
+
+/// Elements `8c..8c + 8` of a nibble block: the low nibbles of its two groups, then the high.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn nibble_pairs(blk: *const u8) -> [Pairs<int8x16_t>; 4] {
+    let m4 = vdupq_n_u8(0x0F);
+    let g = [load_group8(blk), load_group8(blk.add(64))];
+    std::array::from_fn(|c| {
+        g[c % 2].map(|x| vreinterpretq_s8_u8(if c < 2 { vandq_u8(x, m4) } else { vshrq_n_u8(x, 4) }))
+    })
+}
+
+struct PairsQ40;
+struct PairsQ41;
+struct PairsQ80;
+
+impl Q32Pairs for PairsQ40 {
+    const TY: GgmlType = GgmlType::Q4_0;
+    const SHIFT: i32 = 3;
+    unsafe fn quants(blk: *const u8) -> [Pairs<int8x16_t>; 4] {
+        nibble_pairs(blk)
+    }
+}
+
+impl Q32Pairs for PairsQ41 {
+    const TY: GgmlType = GgmlType::Q4_1;
+    const M: bool = true;
+    unsafe fn quants(blk: *const u8) -> [Pairs<int8x16_t>; 4] {
+        nibble_pairs(blk)
+    }
+}
+
+impl Q32Pairs for PairsQ80 {
+    const TY: GgmlType = GgmlType::Q8_0;
+    unsafe fn quants(blk: *const u8) -> [Pairs<int8x16_t>; 4] {
+        std::array::from_fn(|c| load_group8(blk.add(64 * c)).map(|x| vreinterpretq_s8_u8(x)))
+    }
+}
+
+macro_rules! q32_pair_kernel {
+    ($($t:ty),*) => {$(
+        impl PairKernel for $t {
+            const TY: GgmlType = <$t as Q32Pairs>::TY;
+            unsafe fn tile(tile: *const u8, nb: usize, o: &BlockLayout, a: [&Act; 2]) -> Pairs<float32x4_t> {
+                tile_q32_pairs::<$t>(tile, nb, o, a)
+            }
+        }
+    )*};
+}
+
+q32_pair_kernel!(PairsQ40, PairsQ41, PairsQ80);
+
+// k-quants
+
+/// Q4_K: per sub-block an exact sum times its 6-bit scale, in i32; the mins through the
+/// activation's 32-element sums.
+struct PairsQ4K;
+
+impl PairKernel for PairsQ4K {
+    const TY: GgmlType = GgmlType::Q4_K;
+
+    #[inline]
+    unsafe fn tile(tile: *const u8, nb: usize, o: &BlockLayout, a: [&Act; 2]) -> Pairs<float32x4_t> {
+        let m4 = vdupq_n_u8(0x0F);
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        for b in 0..nb {
+            let blk = tile.add(o.size * b);
+            let mut sumi = [vdupq_n_s32(0); 4];
+            let mut summ = [vdupq_n_s32(0); 4];
+            for j in 0..8 {
+                let mins = u8_by_pair(blk.add(o.sc + ROWS * (8 + j)));
+                let s = by_token_i32(a[0].sum32(b, j) as i32, a[1].sum32(b, j) as i32);
+                for (sm, mn) in summ.iter_mut().zip(mins) {
+                    *sm = vmlaq_s32(*sm, mn, s);
+                }
+            }
+            for g in 0..4 {
+                let (x_lo, x_hi) = (token_pair32(a, 256 * b + 64 * g), token_pair32(a, 256 * b + 64 * g + 32));
+                let mut il = [vdupq_n_s32(0); 4];
+                let mut ih = [vdupq_n_s32(0); 4];
+                for c in 0..4 {
+                    let raw = load_group8(blk.add(64 * (4 * g + c)));
+                    smmla4(&mut il, raw.map(|x| vreinterpretq_s8_u8(vandq_u8(x, m4))), x_lo[c]);
+                    smmla4(&mut ih, raw.map(|x| vreinterpretq_s8_u8(vshrq_n_u8(x, 4))), x_hi[c]);
+                }
+                let (sl, sh) =
+                    (u8_by_pair(blk.add(o.sc + ROWS * 2 * g)), u8_by_pair(blk.add(o.sc + ROWS * (2 * g + 1))));
+                for p in 0..4 {
+                    sumi[p] = vmlaq_s32(vmlaq_s32(sumi[p], il[p], sl[p]), ih[p], sh[p]);
+                }
+            }
+            let da = by_token(a[0].d(b), a[1].d(b));
+            let (dw, dminw) = (f16_by_pair(blk.add(o.d)), f16_by_pair(blk.add(o.m)));
+            for p in 0..4 {
+                acc[p] = vfmaq_f32(acc[p], vcvtq_f32_s32(sumi[p]), vmulq_f32(dw[p], da));
+                acc[p] = vfmsq_f32(acc[p], vcvtq_f32_s32(summ[p]), vmulq_f32(dminw[p], da));
+            }
+        }
+        acc
+    }
+}
+
+/// Q6_K: 6-bit quants rebuilt from the nibble and top-bit groups, less 32, as signed bytes; per
+/// 16-element sub-block an exact sum times its scale, in i32.
+struct PairsQ6K;
+
+impl PairKernel for PairsQ6K {
+    const TY: GgmlType = GgmlType::Q6_K;
+
+    #[inline]
+    unsafe fn tile(tile: *const u8, nb: usize, o: &BlockLayout, a: [&Act; 2]) -> Pairs<float32x4_t> {
+        let (m4, m30, m32) = (vdupq_n_u8(0x0F), vdupq_n_u8(0x30), vdupq_n_s8(32));
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        for b in 0..nb {
+            let blk = tile.add(o.size * b);
+            let qh = blk.add(o.qh);
+            let mut sumi = [vdupq_n_s32(0); 4];
+            for h in 0..2 {
+                for k in 0..4 {
+                    // Bits 2k..2k + 2 of qh to bits 4..6.
+                    let shift = vdupq_n_s8(4 - 2 * k as i8);
+                    let x = token_pair32(a, 256 * b + 128 * h + 32 * k);
+                    for half in 0..2 {
+                        let mut is = [vdupq_n_s32(0); 4];
+                        for (c, &xc) in x.iter().enumerate().skip(2 * half).take(2) {
+                            let low = load_group8(blk.add(64 * (8 * h + 4 * (k & 1) + c)));
+                            let top = load_group8(qh.add(64 * (4 * h + c)));
+                            let w: Pairs<int8x16_t> = std::array::from_fn(|p| {
+                                let nib = if k < 2 { vandq_u8(low[p], m4) } else { vshrq_n_u8(low[p], 4) };
+                                let q = vorrq_u8(nib, vandq_u8(vshlq_u8(top[p], shift), m30));
+                                vsubq_s8(vreinterpretq_s8_u8(q), m32)
+                            });
+                            smmla4(&mut is, w, xc);
+                        }
+                        let sc = i8_by_pair(blk.add(o.sc + ROWS * (8 * h + 2 * k + half)));
+                        for p in 0..4 {
+                            sumi[p] = vmlaq_s32(sumi[p], is[p], sc[p]);
+                        }
+                    }
+                }
+            }
+            let da = by_token(a[0].d(b), a[1].d(b));
+            let dw = f16_by_pair(blk.add(o.d));
+            for p in 0..4 {
+                acc[p] = vfmaq_f32(acc[p], vcvtq_f32_s32(sumi[p]), vmulq_f32(dw[p], da));
+            }
+        }
+        acc
+    }
+}
+
+// Q5_0's tile kernel is the dotprod set's (`mat_mat_q5_0`, re-exported above).
+super::tile_entries! { drive_pairs:
+    mat_mat_q4_0 => PairsQ40;
+    mat_mat_q4_1 => PairsQ41;
+    mat_mat_q8_0 => PairsQ80;
+    mat_mat_q4_k => PairsQ4K;
+    mat_mat_q6_k => PairsQ6K;
 }

@@ -2,14 +2,17 @@
 //! signed bytes:
 //!
 //! - [`neon`]: base ARMv8-A, widening `smull` with pairwise `sadalp`;
-//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane;
+//! - [`dotprod`]: `sdot` (ARMv8.2 dotprod), four byte products summed per i32 lane; on
+//!   repacked weights, `sdot` by element on the 8-row tiles of [`tile8`];
 //! - [`i8mm`]: `smmla` (ARMv8.6 i8mm) for several tokens at once, a 2 × 2 tile of (weight row,
-//!   token) sums per instruction, and the `dotprod` kernels for one token.
+//!   token) sums per instruction, and the `dotprod` kernels for one token; on repacked weights,
+//!   `smmla` on token pairs over the 8-byte-wide tiles of [`tile8`].
 //!
 //! The dotprod and i8mm intrinsics are not stable on our minimum Rust, so those instructions are
 //! written with `asm!` and enable their extension in the assembler only; dispatch hands a set
 //! out only after checking the CPU has it. Everything else is NEON, part of every aarch64 target
-//! we build for. All memory access goes through the typed block slices.
+//! we build for. On ggml's layout all memory access goes through the typed block slices; the
+//! tile kernels read through pointers whose extents dispatch checks first.
 //!
 //! Integer parts are exact and quantization is byte-identical to `reference`. Each (weight row,
 //! token) pair is accumulated in one fixed order (an exact integer sum per block, then the same
@@ -24,6 +27,7 @@
 pub mod dotprod;
 pub mod i8mm;
 pub mod neon;
+pub mod tile8;
 
 use std::arch::aarch64::*;
 
@@ -557,3 +561,16 @@ macro_rules! int_kernels {
     )*};
 }
 pub(crate) use int_kernels;
+
+/// The `pub unsafe fn` entry points of a set's tile kernels: `$name` runs `$drive::<$kernel>`,
+/// the driver that walks the tiles and tokens (extents checked by dispatch's wrappers).
+macro_rules! tile_entries {
+    ($drive:ident: $($name:ident => $kernel:ty;)*) => {$(
+        /// `out[t * stride + r] = row r · token t` on 8-row tiles (extents checked by the caller).
+        #[target_feature(enable = "neon")]
+        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+            $drive::<$kernel>(cols, tiles, n_rows, act, n_tok, out, stride)
+        }
+    )*};
+}
+pub(crate) use tile_entries;

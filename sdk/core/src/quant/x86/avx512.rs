@@ -20,30 +20,8 @@
 use std::arch::x86_64::*;
 
 use super::tile16::{tile_bytes, BlockLayout, ROWS};
-use crate::quant::packed::{ActOffsets, PackedAct};
+use crate::quant::packed::{ActOffsets, ActRow as Act, PackedAct};
 use crate::quant::GgmlType;
-
-/// One token's activation row, split into its arrays.
-#[derive(Clone, Copy)]
-struct Act {
-    qs: *const u8,
-    d: *const u8,
-    sum: *const u8,
-    extra: *const u8,
-}
-
-impl Act {
-    #[inline(always)]
-    unsafe fn new(row: *const u8, o: &ActOffsets) -> Act {
-        Act { qs: row, d: row.add(o.d), sum: row.add(o.sum), extra: row.add(o.extra) }
-    }
-
-    /// Scale of block `b`.
-    #[inline(always)]
-    unsafe fn d(&self, b: usize) -> f32 {
-        self.d.add(4 * b).cast::<f32>().read_unaligned()
-    }
-}
 
 /// Four quants at `p` broadcast to every lane (folds into `vpdpbusd`'s `{1to16}` operand).
 #[inline(always)]

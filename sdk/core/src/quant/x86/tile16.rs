@@ -28,7 +28,7 @@
 //! `qh[32h + 4l4..]`, whose bit pairs `2k..2k+2` are the top bits of element `128h + 32k + 4l4..`.
 
 use crate::quant::blocks::*;
-use crate::quant::packed::ALIGN;
+use crate::quant::packed::tile_len;
 use crate::quant::GgmlType;
 
 /// Rows per tile.
@@ -68,10 +68,7 @@ impl BlockLayout {
 }
 
 pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
-    if cols == 0 || cols % ty.block_size() != 0 {
-        return None;
-    }
-    Some((cols / ty.block_size() * BlockLayout::of(ty)?.size).next_multiple_of(ALIGN))
+    tile_len(ty, cols, BlockLayout::of(ty)?.size)
 }
 
 /// Builds one tile (see the module documentation) from whole ggml rows; absent rows stay zero,
