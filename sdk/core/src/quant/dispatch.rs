@@ -572,7 +572,7 @@ dedicated_mat_mat!(
 simd_set!(avx2_fns, AVX2, x86::avx2, "avx2", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
-}, None);
+}, Some(&avx2_packed::PACKING));
 
 // The AVX-512 set: VNNI kernels on 16-row tiles when weights are repacked; on ggml's layout
 // (repacking off) the AVX2 kernels, which every AVX-512 CPU runs.
@@ -587,62 +587,81 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
     }
 });
 
-/// Safe wrappers of the AVX-512 packed kernels. Sound because [`AVX512`] (the only table that
-/// points here) is handed out after checking the CPU, and [`packed_mat_mat_bytes`] checks the
-/// extents the kernels read and write.
-#[cfg(all(target_arch = "x86_64", tern_avx512))]
-mod avx512_packed {
-    use super::*;
-    use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
-    use crate::quant::x86::{avx512 as k, tile16};
+/// The byte-level wrappers of [`packed_set`] and its `mat_mat` table (expanded inside the
+/// set's module: `PACKING` is that set's).
+macro_rules! packed_wrappers {
+    ($($name:ident => $kernel:path, $ty:ident;)*) => {
+        $(fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+            if packed_mat_mat_bytes(&PACKING, GgmlType::$ty, cols, tiles, n_rows, act, n_tok, out, stride) {
+                // SAFETY: CPU features checked before this table is handed out; extents above.
+                unsafe { $kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
+            }
+        })*
 
-    pub static PACKING: Packing = Packing {
-        layout: "x86-vnni-16",
-        tile_rows: tile16::ROWS,
-        tile_bytes: tile16::tile_bytes,
-        pack_tile: tile16::pack_tile,
-        act: PackedAct::of,
-        quantize_act,
-        mat_mat,
-    };
-
-    fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) {
-        let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
-        let Some(out) = out.get_mut(..need) else { return };
-        match PackedAct::of(ty) {
-            Some(PackedAct::Q8x32) => quantize_q8x32(x, out, avx512_fns::quant_q8_1),
-            Some(PackedAct::Q8xK) => quantize_q8xk(x, out, avx512_fns::quant_q8_k),
-            None => {}
+        fn mat_mat(ty: GgmlType) -> Option<PackedMatMatFn> {
+            match ty {
+                $(GgmlType::$ty => Some($name),)*
+                _ => None,
+            }
         }
-    }
+    };
+}
 
-    macro_rules! wrappers {
-        ($($name:ident => $kernel:path, $ty:ident;)*) => {
-            $(fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-                if packed_mat_mat_bytes(&PACKING, GgmlType::$ty, cols, tiles, n_rows, act, n_tok, out, stride) {
-                    // SAFETY: CPU features checked before this table is handed out; extents above.
-                    unsafe { $kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
-                }
-            })*
+/// Safe wrappers of a set's packed kernels (`mat_mat_*` in `$kernels`, on the tiles of
+/// `$tiles`), its [`Packing`] as `PACKING`. Sound because the one table that points here is
+/// handed out after checking the CPU, and [`packed_mat_mat_bytes`] checks the extents the
+/// kernels read and write. `$fns` is that set's byte-level module (its activation quantizers).
+macro_rules! packed_set {
+    ($(#[$attr:meta])* $module:ident, $layout:literal, $tiles:ident, $kernels:ident, $fns:ident) => {
+        $(#[$attr])*
+        mod $module {
+            use super::*;
+            use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
+            use crate::quant::x86::{$kernels as k, $tiles as tiles};
 
-            fn mat_mat(ty: GgmlType) -> Option<PackedMatMatFn> {
-                match ty {
-                    $(GgmlType::$ty => Some($name),)*
-                    _ => None,
+            pub static PACKING: Packing = Packing {
+                layout: $layout,
+                tile_rows: tiles::ROWS,
+                tile_bytes: tiles::tile_bytes,
+                pack_tile: tiles::pack_tile,
+                act: PackedAct::of,
+                quantize_act,
+                mat_mat,
+            };
+
+            fn quantize_act(ty: GgmlType, x: &[f32], out: &mut [u8]) {
+                let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
+                let Some(out) = out.get_mut(..need) else { return };
+                match PackedAct::of(ty) {
+                    Some(PackedAct::Q8x32) => quantize_q8x32(x, out, $fns::quant_q8_1),
+                    Some(PackedAct::Q8xK) => quantize_q8xk(x, out, $fns::quant_q8_k),
+                    None => {}
                 }
             }
-        };
-    }
 
-    wrappers! {
-        mm_q4_0 => k::mat_mat_q4_0, Q4_0;
-        mm_q4_1 => k::mat_mat_q4_1, Q4_1;
-        mm_q5_0 => k::mat_mat_q5_0, Q5_0;
-        mm_q8_0 => k::mat_mat_q8_0, Q8_0;
-        mm_q4_k => k::mat_mat_q4_k, Q4_K;
-        mm_q6_k => k::mat_mat_q6_k, Q6_K;
-    }
+            packed_wrappers! {
+                mm_q4_0 => k::mat_mat_q4_0, Q4_0;
+                mm_q4_1 => k::mat_mat_q4_1, Q4_1;
+                mm_q5_0 => k::mat_mat_q5_0, Q5_0;
+                mm_q8_0 => k::mat_mat_q8_0, Q8_0;
+                mm_q4_k => k::mat_mat_q4_k, Q4_K;
+                mm_q6_k => k::mat_mat_q6_k, Q6_K;
+            }
+        }
+    };
 }
+
+packed_set!(
+    /// The AVX2 set's packed kernels, on 8-row tiles.
+    #[cfg(target_arch = "x86_64")]
+    avx2_packed, "x86-avx2-8", tile8, avx2_packed, avx2_fns
+);
+
+packed_set!(
+    /// The AVX-512 set's packed kernels, on 16-row tiles.
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    avx512_packed, "x86-vnni-16", tile16, avx512, avx512_fns
+);
 
 /// Whether a packed kernel call's buffers have the extents it reads and writes (see
 /// [`PackedMatMatFn`](super::packed::PackedMatMatFn)). Calls with nothing to do are refused too.
