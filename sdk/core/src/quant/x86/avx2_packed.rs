@@ -23,31 +23,9 @@
 
 use std::arch::x86_64::*;
 
-use super::tile8::{tile_bytes, BlockLayout, ROWS};
-use crate::quant::packed::{ActOffsets, PackedAct};
+use super::tile8::{self, ROWS};
+use super::tiles::{drive, Act, BlockLayout};
 use crate::quant::GgmlType;
-
-/// One token's activation row, split into its arrays.
-#[derive(Clone, Copy)]
-struct Act {
-    qs: *const u8,
-    d: *const u8,
-    sum: *const u8,
-    extra: *const u8,
-}
-
-impl Act {
-    #[inline(always)]
-    unsafe fn new(row: *const u8, o: &ActOffsets) -> Act {
-        Act { qs: row, d: row.add(o.d), sum: row.add(o.sum), extra: row.add(o.extra) }
-    }
-
-    /// Scale of block `b`.
-    #[inline(always)]
-    unsafe fn d(&self, b: usize) -> f32 {
-        self.d.add(4 * b).cast::<f32>().read_unaligned()
-    }
-}
 
 /// Four bytes at `p` broadcast to every lane (a `vpbroadcastd` from memory).
 #[inline(always)]
@@ -101,42 +79,6 @@ unsafe fn store_rows(out: *mut f32, v: __m256, valid: usize) {
         _mm256_storeu_ps(tmp.as_mut_ptr(), v);
         std::ptr::copy_nonoverlapping(tmp.as_ptr(), out, valid);
     }
-}
-
-/// Drives `$micro::<E>` over every tile and token: tokens in groups of 4, the rest by 2s and 1s
-/// (all instances accumulate identically, see the module documentation).
-macro_rules! drive {
-    ($micro:ident, $ty:expr, $cols:expr, $tiles:expr, $n_rows:expr, $act:expr, $n_tok:expr, $out:expr,
-     $stride:expr) => {{
-        let (cols, n_rows, n_tok, stride) = ($cols, $n_rows, $n_tok, $stride);
-        let Some(tb) = tile_bytes($ty, cols) else { return };
-        let Some(ab) = PackedAct::of($ty).and_then(|a| a.row_bytes(cols)) else { return };
-        let ao = ActOffsets::new(PackedAct::of($ty).unwrap_or(PackedAct::Q8x32), cols);
-        let nb = cols / $ty.block_size();
-        let Some(to) = BlockLayout::of($ty) else { return };
-        let (tiles, act, out): (&[u8], &[u8], &mut [f32]) = ($tiles, $act, $out);
-        let act_row = |t: usize| Act::new(act.as_ptr().add(t * ab), &ao);
-        let out_ptr = out.as_mut_ptr();
-        for tile in 0..n_rows.div_ceil(ROWS) {
-            let tp = tiles.as_ptr().add(tile * tb);
-            let r0 = tile * ROWS;
-            let valid = n_rows - r0;
-            let dst = |t: usize| out_ptr.add(t * stride + r0);
-            let mut t = 0;
-            while t + 4 <= n_tok {
-                let a = [act_row(t), act_row(t + 1), act_row(t + 2), act_row(t + 3)];
-                $micro::<4>(tp, nb, &to, a, [dst(t), dst(t + 1), dst(t + 2), dst(t + 3)], valid);
-                t += 4;
-            }
-            while t + 2 <= n_tok {
-                $micro::<2>(tp, nb, &to, [act_row(t), act_row(t + 1)], [dst(t), dst(t + 1)], valid);
-                t += 2;
-            }
-            if t < n_tok {
-                $micro::<1>(tp, nb, &to, [act_row(t)], [dst(t)], valid);
-            }
-        }
-    }};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -379,7 +321,7 @@ macro_rules! entry {
     ($($name:ident => $micro:ident, $ty:expr;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-            drive!($micro, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
+            drive!(tile8, $micro, 4, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};
 }

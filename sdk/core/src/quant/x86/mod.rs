@@ -6,10 +6,13 @@
 //! - `avx512`: AVX-512 F/BW/VL + VNNI on weights repacked into 16-row tiles (`tile16`, the
 //!   layout; [`super::packed`], the abstraction); compiled only with Rust 1.89 or newer (see
 //!   `build.rs`).
+//! - [`tiles`]: what both tile layouts and their kernels share (block field offsets, activation
+//!   rows, the tiles × tokens loop).
 
 pub mod avx2;
 pub mod avx2_packed;
 pub mod tile8;
+pub mod tiles;
 // The AVX-512 modules need Rust 1.89; build.rs enables them only then.
 #[cfg(tern_avx512)]
 #[clippy::msrv = "1.89"]

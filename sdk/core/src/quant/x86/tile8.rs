@@ -31,8 +31,8 @@
 //! `128h + 32kk + 4l4..`, high nibbles the ones 64 further on); qh vector `8h + l4` holds
 //! `qh[32h + 4l4..]`, whose bit pairs `2k..2k+2` are the top bits of element `128h + 32k + 4l4..`.
 
+use super::tiles::BlockLayout;
 use crate::quant::blocks::*;
-use crate::quant::packed::ALIGN;
 use crate::quant::GgmlType;
 
 /// Rows per tile.
@@ -41,44 +41,29 @@ pub const ROWS: usize = 8;
 /// Bytes of one vector: 4 quant bytes of each row.
 const VEC: usize = 4 * ROWS;
 
-/// Where the fields of one tile block lie, relative to its start, and its size. The quants
-/// come first; `a`..`d` are the scale fields in the order of the table above.
-#[derive(Debug, Clone, Copy)]
-pub struct BlockLayout {
-    pub size: usize,
-    pub a: usize,
-    pub b: usize,
-    pub c: usize,
-    pub d: usize,
-}
-
-impl BlockLayout {
-    pub fn of(ty: GgmlType) -> Option<BlockLayout> {
-        use GgmlType::*;
-        let l = |size, a, b, c, d| Some(BlockLayout { size, a, b, c, d });
-        match ty {
-            // a: d
-            Q4_0 => l(144, 128, 0, 0, 0),
-            // a: d, b: m
-            Q4_1 => l(160, 128, 144, 0, 0),
-            // a: high bits, b: d
-            Q5_0 => l(176, 128, 160, 0, 0),
-            // a: d
-            Q8_0 => l(272, 256, 0, 0, 0),
-            // a: scales, b: mins, c: d, d: dmin
-            Q4_K => l(1184, 1024, 1088, 1152, 1168),
-            // a: scales, b: d
-            Q6_K => l(1680, 1536, 1664, 0, 0),
-            _ => None,
-        }
+/// Where a block's fields lie (see the table above).
+pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+    use GgmlType::*;
+    let l = BlockLayout::new;
+    match ty {
+        // a: d
+        Q4_0 => l(144, 128, 0, 0, 0),
+        // a: d, b: m
+        Q4_1 => l(160, 128, 144, 0, 0),
+        // a: high bits, b: d
+        Q5_0 => l(176, 128, 160, 0, 0),
+        // a: d
+        Q8_0 => l(272, 256, 0, 0, 0),
+        // a: scales, b: mins, c: d, d: dmin
+        Q4_K => l(1184, 1024, 1088, 1152, 1168),
+        // a: scales, b: d
+        Q6_K => l(1680, 1536, 1664, 0, 0),
+        _ => None,
     }
 }
 
 pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
-    if cols == 0 || cols % ty.block_size() != 0 {
-        return None;
-    }
-    Some((cols / ty.block_size() * BlockLayout::of(ty)?.size).next_multiple_of(ALIGN))
+    block_layout(ty)?.tile_bytes(ty, cols)
 }
 
 /// Builds one tile (see the module documentation) from whole ggml rows; absent rows stay zero.
@@ -90,7 +75,7 @@ pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     if rb == 0 || Some(tile.len()) != tile_bytes(ty, cols) {
         return;
     }
-    let Some(o) = BlockLayout::of(ty) else { return };
+    let Some(o) = block_layout(ty) else { return };
     for (r, row) in rows.chunks_exact(rb).take(ROWS).enumerate() {
         for (b, x) in row.chunks_exact(bb).enumerate() {
             let blk = &mut tile[o.size * b..o.size * (b + 1)];
