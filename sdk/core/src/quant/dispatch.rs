@@ -589,6 +589,7 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
 
 /// The byte-level wrappers of [`packed_set`] and its `mat_mat` table (expanded inside the
 /// set's module: `PACKING` is that set's).
+#[cfg(target_arch = "x86_64")]
 macro_rules! packed_wrappers {
     ($($name:ident => $kernel:path, $ty:ident;)*) => {
         $(fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {

@@ -8,10 +8,11 @@
 //!
 //! Without VNNI the integer dot product is `vpmaddubsw` (u8 × i8 pairs summed to i16, with
 //! saturation) then `vpmaddwd` against ones or the row's scales. Activation quants lie in
-//! [-127, 127], so a pair of products stays below 2 × 63 × 127 for the nibble and 6-bit formats
-//! and several pairs may be added in i16 before widening, as long as the sum cannot pass
-//! 32767: 8 pairs for 4-bit quants, 4 for 5-bit, 2 for 6-bit. Q8_0's signed quants go through
-//! the sign trick (`|w|` times `a` with `w`'s sign), one pair at most 2 × 128 × 127.
+//! [-127, 127], so one `vpmaddubsw` lane is at most 2 × 127 × the largest quant, and several
+//! may be added in i16 before widening as long as the sum cannot pass 32767: 8 of them for
+//! 4-bit quants (8 × 3810), 4 for 5-bit (4 × 7874), 2 for 6-bit (2 × 16002). Q8_0's signed
+//! quants go through the sign trick (`|w|` times `a` with `w`'s sign): one lane at most
+//! 2 × 128 × 127, widened at once.
 //!
 //! Every function is `unsafe` because of `#[target_feature]` (the caller has checked the CPU)
 //! and because it reads through raw pointers whose extents the byte-level wrappers in
