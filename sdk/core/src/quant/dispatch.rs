@@ -572,7 +572,7 @@ dedicated_mat_mat!(
 simd_set!(avx2_fns, AVX2, x86::avx2, "avx2", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
-}, None);
+}, Some(&avx2_packed::PACKING));
 
 // The AVX-512 set: VNNI kernels on 16-row tiles when weights are repacked; on ggml's layout
 // (repacking off) the AVX2 kernels, which every AVX-512 CPU runs.
@@ -657,6 +657,12 @@ macro_rules! packed_set {
         }
     };
 }
+
+packed_set!(
+    /// The AVX2 set's `vpmaddubsw` kernels on 8-row tiles.
+    #[cfg(target_arch = "x86_64")]
+    avx2_packed, avx2_fns, "x86-avx2-8", x86::tile8, pack_tile, x86::avx2_packed
+);
 
 packed_set!(
     /// The AVX-512 set's VNNI kernels on 16-row tiles.

@@ -42,12 +42,12 @@ fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_le_bytes(b[at..at + 2].try_into().unwrap())
 }
 
-/// Which sets repack (AVX-512 on x86; dotprod and i8mm on aarch64), and that each packs every
+/// Which sets repack (AVX2 and AVX-512 on x86; dotprod and i8mm on aarch64), and that each packs every
 /// packable type: a set dropped from the list would silently skip the tests below.
 #[test]
 fn packing_sets_pack_every_packable_type() {
     for k in available_kernels() {
-        assert_eq!(k.packing().is_some(), matches!(k.isa, "avx512" | "dotprod" | "i8mm"), "{}", k.isa);
+        assert_eq!(k.packing().is_some(), matches!(k.isa, "avx2" | "avx512" | "dotprod" | "i8mm"), "{}", k.isa);
         if let Some(p) = k.packing() {
             for ty in WEIGHT_TYPES {
                 assert_eq!(p.supports(ty, 256), PackedAct::of(ty).is_some(), "{} {}", k.isa, ty.name());
@@ -202,6 +202,52 @@ fn packed_results_do_not_depend_on_the_batch() {
                     r1 - r0,
                 );
                 assert_eq!(bits(&part), bits(&one[r0..r1]), "{} {} token {t}, one tile", k.isa, ty.name());
+            }
+        }
+    }
+}
+
+/// Quants at the ends of their ranges against activations at ±127, where a kernel that sums
+/// u8 × i8 products in 16 bits (AVX2's `vpmaddubsw`) would saturate if it took one pair or one
+/// sum too many: every quant byte of a row set to its largest value (Q8_0: -128 and 127 on
+/// alternate rows; Q6_K: scales ±127), the rows' scales left as generated.
+#[test]
+fn packed_kernels_are_exact_at_extreme_quants() {
+    let mut rng = Rng(25);
+    for (k, p) in packing_sets() {
+        for ty in WEIGHT_TYPES {
+            let cols = 512;
+            if !p.supports(ty, cols) {
+                continue;
+            }
+            let rows = p.tile_rows + 3;
+            let mut w = weights(&mut rng, ty, rows * cols);
+            let bb = ty.block_bytes();
+            for (i, blk) in w.chunks_exact_mut(bb).enumerate() {
+                let row = i / (cols / ty.block_size());
+                match ty {
+                    GgmlType::Q4_0 => blk[2..18].fill(0xFF),
+                    GgmlType::Q4_1 => blk[4..20].fill(0xFF),
+                    GgmlType::Q5_0 => blk[2..22].fill(0xFF),
+                    GgmlType::Q8_0 => blk[2..34].fill(if row % 2 == 0 { 0x80 } else { 0x7F }),
+                    GgmlType::Q4_K => blk[4..144].fill(0xFF),
+                    GgmlType::Q6_K => {
+                        blk[..192].fill(0xFF);
+                        blk[192..208].fill(if row % 2 == 0 { 0x7F } else { 0x81 });
+                    }
+                    _ => unreachable!("not a packable type"),
+                }
+            }
+            let xs = vec![vec![1.0f32; cols], vec![-1.0f32; cols], activations(&mut rng, cols)];
+            let c = Case { ty, cols, w: aligned(&w), xs };
+            let m = pack(p, ty, rows, cols, c.w.as_bytes());
+            let a = packed_acts(p, ty, &c.xs);
+            let mut out = vec![f32::NAN; c.xs.len() * rows];
+            (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), c.xs.len(), &mut out, rows);
+            for (i, &o) in out.iter().enumerate() {
+                let (t, r) = (i / rows, i % rows);
+                let (want, tol) = c.want(r, t);
+                assert!((o - want).abs() <= tol, "{} {} t={t} r={r}: {o} vs {want} (tol {tol})", k.isa, ty.name());
             }
         }
     }

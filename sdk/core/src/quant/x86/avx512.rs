@@ -19,8 +19,9 @@
 
 use std::arch::x86_64::*;
 
-use super::tile16::{tile_bytes, BlockLayout, ROWS};
-use crate::quant::packed::{ActOffsets, ActRow as Act, PackedAct};
+use super::tile16;
+use super::tiles::{drive, BlockLayout};
+use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
 /// Four quants at `p` broadcast to every lane (folds into `vpdpbusd`'s `{1to16}` operand).
@@ -50,48 +51,6 @@ fn row_mask(valid: usize) -> __mmask16 {
     }
 }
 
-/// Drives `$micro::<E>` over every tile and token: tokens in groups of `$emax`, the rest by 2s
-/// and 1s (all instances accumulate identically, see the module documentation).
-macro_rules! drive {
-    ($micro:ident, $emax:literal, $ty:expr, $cols:expr, $tiles:expr, $n_rows:expr, $act:expr, $n_tok:expr,
-     $out:expr, $stride:expr) => {{
-        let (cols, n_rows, n_tok, stride) = ($cols, $n_rows, $n_tok, $stride);
-        let Some(tb) = tile_bytes($ty, cols) else { return };
-        let Some(ab) = PackedAct::of($ty).and_then(|a| a.row_bytes(cols)) else { return };
-        let ao = ActOffsets::new(PackedAct::of($ty).unwrap_or(PackedAct::Q8x32), cols);
-        let nb = cols / $ty.block_size();
-        let Some(to) = BlockLayout::of($ty) else { return };
-        let (tiles, act, out): (&[u8], &[u8], &mut [f32]) = ($tiles, $act, $out);
-        let act_row = |t: usize| Act::new(act.as_ptr().add(t * ab), &ao);
-        let out_ptr = out.as_mut_ptr();
-        for tile in 0..n_rows.div_ceil(ROWS) {
-            let tp = tiles.as_ptr().add(tile * tb);
-            let r0 = tile * ROWS;
-            let mask = row_mask(n_rows - r0);
-            let dst = |t: usize| out_ptr.add(t * stride + r0);
-            let mut t = 0;
-            while t + $emax <= n_tok {
-                $micro::<$emax>(
-                    tp,
-                    nb,
-                    &to,
-                    std::array::from_fn(|e| act_row(t + e)),
-                    std::array::from_fn(|e| dst(t + e)),
-                    mask,
-                );
-                t += $emax;
-            }
-            while t + 2 <= n_tok {
-                $micro::<2>(tp, nb, &to, [act_row(t), act_row(t + 1)], [dst(t), dst(t + 1)], mask);
-                t += 2;
-            }
-            if t < n_tok {
-                $micro::<1>(tp, nb, &to, [act_row(t)], [dst(t)], mask);
-            }
-        }
-    }};
-}
-
 // ---------------------------------------------------------------------------------------------
 // 32-element formats
 
@@ -107,9 +66,9 @@ macro_rules! q32_micro {
             tile: *const u8,
             nb: usize,
             o: &BlockLayout,
-            a: [Act; E],
+            a: [ActRow; E],
             out: [*mut f32; E],
-            mask: __mmask16,
+            valid: usize,
         ) {
             let mut acc = [_mm512_setzero_ps(); E];
             for b in 0..nb {
@@ -138,7 +97,7 @@ macro_rules! q32_micro {
                 }
             }
             for e in 0..E {
-                _mm512_mask_storeu_ps(out[e], mask, acc[e]);
+                _mm512_mask_storeu_ps(out[e], row_mask(valid), acc[e]);
             }
         }
     };
@@ -180,9 +139,9 @@ unsafe fn micro_q4_k<const E: usize>(
     tile: *const u8,
     nb: usize,
     o: &BlockLayout,
-    a: [Act; E],
+    a: [ActRow; E],
     out: [*mut f32; E],
-    mask: __mmask16,
+    valid: usize,
 ) {
     let m4 = _mm512_set1_epi8(0x0F);
     let lo16 = _mm512_set1_epi32(0xFFFF);
@@ -226,7 +185,7 @@ unsafe fn micro_q4_k<const E: usize>(
         }
     }
     for e in 0..E {
-        _mm512_mask_storeu_ps(out[e], mask, acc[e]);
+        _mm512_mask_storeu_ps(out[e], row_mask(valid), acc[e]);
     }
 }
 
@@ -237,9 +196,9 @@ unsafe fn micro_q6_k<const E: usize>(
     tile: *const u8,
     nb: usize,
     o: &BlockLayout,
-    a: [Act; E],
+    a: [ActRow; E],
     out: [*mut f32; E],
-    mask: __mmask16,
+    valid: usize,
 ) {
     let m4 = _mm512_set1_epi8(0x0F);
     let m30 = _mm512_set1_epi8(0x30);
@@ -297,7 +256,7 @@ unsafe fn micro_q6_k<const E: usize>(
         }
     }
     for e in 0..E {
-        _mm512_mask_storeu_ps(out[e], mask, acc[e]);
+        _mm512_mask_storeu_ps(out[e], row_mask(valid), acc[e]);
     }
 }
 
@@ -308,7 +267,7 @@ macro_rules! entry {
     ($($name:ident => $micro:ident, $ty:expr, $emax:literal;)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-            drive!($micro, $emax, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
+            drive!(tile16, $micro, $emax, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};
 }

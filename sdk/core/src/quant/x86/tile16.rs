@@ -27,48 +27,36 @@
 //! `128h + 32kk + 4l4..`, high nibbles the ones 64 further on); qh vector `8h + l4` holds
 //! `qh[32h + 4l4..]`, whose bit pairs `2k..2k+2` are the top bits of element `128h + 32k + 4l4..`.
 
+use super::tiles::BlockLayout;
 use crate::quant::blocks::*;
-use crate::quant::packed::tile_len;
 use crate::quant::GgmlType;
 
 /// Rows per tile.
 pub const ROWS: usize = 16;
 
-/// Where the fields of one tile block lie, relative to its start, and its size. The quants
-/// come first; `a`..`d` are the scale fields in the order of the table above.
-#[derive(Debug, Clone, Copy)]
-pub struct BlockLayout {
-    pub size: usize,
-    pub a: usize,
-    pub b: usize,
-    pub c: usize,
-    pub d: usize,
-}
-
-impl BlockLayout {
-    pub fn of(ty: GgmlType) -> Option<BlockLayout> {
-        use GgmlType::*;
-        let l = |size, a, b, c, d| Some(BlockLayout { size, a, b, c, d });
-        match ty {
-            // a: d
-            Q4_0 => l(288, 256, 0, 0, 0),
-            // a: d, b: m
-            Q4_1 => l(320, 256, 288, 0, 0),
-            // a: high-bit masks, b: d
-            Q5_0 => l(352, 256, 320, 0, 0),
-            // a: d
-            Q8_0 => l(544, 512, 0, 0, 0),
-            // a: scales, b: mins, c: d, d: dmin
-            Q4_K => l(2368, 2048, 2176, 2304, 2336),
-            // a: scales, b: d
-            Q6_K => l(3360, 3072, 3328, 0, 0),
-            _ => None,
-        }
+/// Where a block's fields lie (see the table above).
+pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+    use GgmlType::*;
+    let l = BlockLayout::new;
+    match ty {
+        // a: d
+        Q4_0 => l(288, 256, 0, 0, 0),
+        // a: d, b: m
+        Q4_1 => l(320, 256, 288, 0, 0),
+        // a: high-bit masks, b: d
+        Q5_0 => l(352, 256, 320, 0, 0),
+        // a: d
+        Q8_0 => l(544, 512, 0, 0, 0),
+        // a: scales, b: mins, c: d, d: dmin
+        Q4_K => l(2368, 2048, 2176, 2304, 2336),
+        // a: scales, b: d
+        Q6_K => l(3360, 3072, 3328, 0, 0),
+        _ => None,
     }
 }
 
 pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
-    tile_len(ty, cols, BlockLayout::of(ty)?.size)
+    block_layout(ty)?.tile_bytes(ty, cols)
 }
 
 /// Builds one tile (see the module documentation) from whole ggml rows; absent rows stay zero,
@@ -82,7 +70,7 @@ pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     if rb == 0 || Some(tile.len()) != tile_bytes(ty, cols) {
         return;
     }
-    let Some(o) = BlockLayout::of(ty) else { return };
+    let Some(o) = block_layout(ty) else { return };
     if ty == Q8_0 && rows.len() < ROWS * rb {
         // Biased quants for the padding rows of a partial tile: q + 128 with q = 0.
         for blk in tile[..o.size * nb].chunks_exact_mut(o.size) {

@@ -1,0 +1,338 @@
+//! AVX2 + FMA + F16C kernels on weights packed into 8-row tiles ([`super::tile8`]).
+//!
+//! One kernel per weight type serves decode and prefill: `mat_mat_*` runs tiles × tokens through
+//! a micro-kernel generic over the token count `E` (4 at a time, then 2 and 1 for the rest).
+//! Every instance performs, per (row, token) and block in order, the same operations: an exact
+//! integer dot product, then `acc = fma(d_w * d_a, float(isum), acc)` (plus the format's offset
+//! term), so a token's results are bit-identical whatever `E`, tile or thread it lands in.
+//!
+//! Without VNNI the integer dot product is `vpmaddubsw` (u8 × i8 pairs summed to i16, with
+//! saturation) then `vpmaddwd` against ones or the row's scales. Activation quants lie in
+//! [-127, 127], so one `vpmaddubsw` lane is at most 2 × 127 × the largest quant, and several
+//! may be added in i16 before widening as long as the sum cannot pass 32767: 8 of them for
+//! 4-bit quants (8 × 3810), 4 for 5-bit (4 × 7874), 2 for 6-bit (2 × 16002). Q8_0's signed
+//! quants go through the sign trick (`|w|` times `a` with `w`'s sign): one lane at most
+//! 2 × 128 × 127, widened at once.
+//!
+//! Every function is `unsafe` because of `#[target_feature]` (the caller has checked the CPU)
+//! and because it reads through raw pointers whose extents the byte-level wrappers in
+//! `dispatch` have checked: `tiles` holds `ceil(n_rows / 8)` tiles of `tile_bytes(ty, cols)`,
+//! `act` `n_tok` rows of `PackedAct::row_bytes(cols)`, `out` reaches
+//! `(n_tok - 1) * stride + n_rows` with `stride >= n_rows` when `n_tok > 1`.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::x86_64::*;
+
+use super::tile8::{self, ROWS};
+use super::tiles::{drive, BlockLayout};
+use crate::quant::packed::ActRow;
+use crate::quant::GgmlType;
+
+/// Four bytes at `p` broadcast to every lane (a `vpbroadcastd` from memory).
+#[inline(always)]
+unsafe fn bcast4(p: *const u8) -> __m256i {
+    _mm256_set1_epi32(p.cast::<i32>().read_unaligned())
+}
+
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p.cast())
+}
+
+/// 8 f16 scales at `p` -> f32.
+#[inline(always)]
+unsafe fn scales8(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+}
+
+/// 16 bytes at `p` ([row][2] pairs), widened to i16: lane `r` = row `r`'s pair, sign-extended
+/// or not.
+#[inline(always)]
+unsafe fn pairs_u8(p: *const u8) -> __m256i {
+    _mm256_cvtepu8_epi16(_mm_loadu_si128(p.cast()))
+}
+
+#[inline(always)]
+unsafe fn pairs_i8(p: *const u8) -> __m256i {
+    _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
+}
+
+/// From i16 pairs (lane r = `(x, y)`), the lanes `(x, x)` and `(y, y)`: the per-row multipliers
+/// of one `vpmaddwd` each.
+#[inline(always)]
+unsafe fn split_pairs(v: __m256i) -> (__m256i, __m256i) {
+    let first = _mm256_set_epi8(
+        13, 12, 13, 12, 9, 8, 9, 8, 5, 4, 5, 4, 1, 0, 1, 0, 13, 12, 13, 12, 9, 8, 9, 8, 5, 4, 5, 4, 1, 0, 1, 0,
+    );
+    let second = _mm256_set_epi8(
+        15, 14, 15, 14, 11, 10, 11, 10, 7, 6, 7, 6, 3, 2, 3, 2, 15, 14, 15, 14, 11, 10, 11, 10, 7, 6, 7, 6, 3, 2, 3, 2,
+    );
+    (_mm256_shuffle_epi8(v, first), _mm256_shuffle_epi8(v, second))
+}
+
+/// Writes the first `valid` lanes of `v` (a tile's rows) to `out`.
+#[inline(always)]
+unsafe fn store_rows(out: *mut f32, v: __m256, valid: usize) {
+    if valid >= ROWS {
+        _mm256_storeu_ps(out, v);
+    } else {
+        let mut tmp = [0f32; ROWS];
+        _mm256_storeu_ps(tmp.as_mut_ptr(), v);
+        std::ptr::copy_nonoverlapping(tmp.as_ptr(), out, valid);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-element formats
+
+/// Micro-kernel of a 32-element format: `$decode` yields a block's 8 weight vectors and the
+/// activation offset each one multiplies; `$d` names the scale array; `$shift` is log2 of the
+/// format's quant offset (q - 2^shift), taken off exactly through the activation block sums;
+/// `$signed` whether the quants are signed (the sign trick); `$m` whether the format adds
+/// `m * s` (Q4_1); `$chunk` how many products may be summed in i16 (see the module
+/// documentation).
+macro_rules! q32_micro {
+    ($name:ident, d: $d:ident, shift: $shift:expr, signed: $signed:expr, m: $m:expr, chunk: $chunk:literal,
+     |$qs:ident, $hb:ident| $decode:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $name<const E: usize>(
+            tile: *const u8,
+            nb: usize,
+            o: &BlockLayout,
+            a: [ActRow; E],
+            out: [*mut f32; E],
+            valid: usize,
+        ) {
+            let ones = _mm256_set1_epi16(1);
+            let mut acc = [_mm256_setzero_ps(); E];
+            for b in 0..nb {
+                let $qs = tile.add(o.size * b);
+                let $hb = $qs.add(o.a);
+                let groups: [(__m256i, usize); 8] = $decode;
+                let mut isum = [_mm256_setzero_si256(); E];
+                for chunk in groups.chunks_exact($chunk) {
+                    let mut i16s = [_mm256_setzero_si256(); E];
+                    for &(w, off) in chunk {
+                        // Signed quants: |w| times the activations with w's sign.
+                        let u = if $signed { _mm256_sign_epi8(w, w) } else { w };
+                        for e in 0..E {
+                            let mut y = bcast4(a[e].qs.add(32 * b + off));
+                            if $signed {
+                                y = _mm256_sign_epi8(y, w);
+                            }
+                            i16s[e] = _mm256_add_epi16(i16s[e], _mm256_maddubs_epi16(u, y));
+                        }
+                    }
+                    for e in 0..E {
+                        isum[e] = _mm256_add_epi32(isum[e], _mm256_madd_epi16(i16s[e], ones));
+                    }
+                }
+                let dw = scales8(tile.add(o.size * b + o.$d));
+                for e in 0..E {
+                    let mut i = isum[e];
+                    if $shift > 0 {
+                        let s = a[e].sum.add(4 * b).cast::<i32>().read_unaligned();
+                        i = _mm256_sub_epi32(i, _mm256_set1_epi32(s << $shift));
+                    }
+                    let d = _mm256_mul_ps(dw, _mm256_set1_ps(a[e].d(b)));
+                    acc[e] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(i), acc[e]);
+                    if $m {
+                        let s = _mm256_set1_ps(a[e].extra.add(4 * b).cast::<f32>().read_unaligned());
+                        acc[e] = _mm256_fmadd_ps(scales8(tile.add(o.size * b + o.b)), s, acc[e]);
+                    }
+                }
+            }
+            for e in 0..E {
+                store_rows(out[e], acc[e], valid);
+            }
+        }
+    };
+}
+
+/// The 4 nibble vectors of a block: low nibbles multiply activations `4v..`, high ones `16 + 4v..`.
+#[inline(always)]
+unsafe fn nibble_groups(qs: *const u8) -> [(__m256i, usize); 8] {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let v: [__m256i; 4] = std::array::from_fn(|i| load(qs.add(32 * i)));
+    let lo = |i: usize| _mm256_and_si256(v[i], m4);
+    let hi = |i: usize| _mm256_and_si256(_mm256_srli_epi16(v[i], 4), m4);
+    [(lo(0), 0), (hi(0), 16), (lo(1), 4), (hi(1), 20), (lo(2), 8), (hi(2), 24), (lo(3), 12), (hi(3), 28)]
+}
+
+q32_micro!(micro_q4_0, d: a, shift: 3, signed: false, m: false, chunk: 8, |qs, _hb| nibble_groups(qs));
+q32_micro!(micro_q4_1, d: a, shift: 0, signed: false, m: true, chunk: 8, |qs, _hb| nibble_groups(qs));
+q32_micro!(micro_q8_0, d: a, shift: 0, signed: true, m: false, chunk: 1, |qs, _hb| {
+    std::array::from_fn(|g| (load(qs.add(32 * g)), 4 * g))
+});
+q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, hb| {
+    // The fifth bit of each quant: bit v (low nibbles of vector v) or 4 + v (high nibbles) of
+    // the high-bit vector, moved to bit 4.
+    let mut g = nibble_groups(qs);
+    let bits = load(hb);
+    let b4 = _mm256_set1_epi8(0x10);
+    let at4 = [
+        _mm256_slli_epi16(bits, 4),
+        bits,
+        _mm256_slli_epi16(bits, 3),
+        _mm256_srli_epi16(bits, 1),
+        _mm256_slli_epi16(bits, 2),
+        _mm256_srli_epi16(bits, 2),
+        _mm256_slli_epi16(bits, 1),
+        _mm256_srli_epi16(bits, 3),
+    ];
+    for ((w, _), h) in g.iter_mut().zip(at4) {
+        *w = _mm256_or_si256(*w, _mm256_and_si256(h, b4));
+    }
+    g
+});
+
+// ---------------------------------------------------------------------------------------------
+// k-quants
+
+/// Q4_K: per sub-block an exact dot product times its 6-bit scale (`vpmaddwd` against the
+/// scale), summed in i32 as ggml does; the mins through the activation's 32-element sums.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn micro_q4_k<const E: usize>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); E];
+    for b in 0..nb {
+        let qs = tile.add(o.size * b);
+        let mut sumi = [_mm256_setzero_si256(); E];
+        for g in 0..4 {
+            let (sc_lo, sc_hi) = split_pairs(pairs_u8(qs.add(o.a + 16 * g)));
+            let mut il = [_mm256_setzero_si256(); E];
+            let mut ih = [_mm256_setzero_si256(); E];
+            for h in 0..8 {
+                let raw = load(qs.add(256 * g + 32 * h));
+                let lo = _mm256_and_si256(raw, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                for e in 0..E {
+                    let q8 = a[e].qs.add(256 * b + 64 * g + 4 * h);
+                    il[e] = _mm256_add_epi16(il[e], _mm256_maddubs_epi16(lo, bcast4(q8)));
+                    ih[e] = _mm256_add_epi16(ih[e], _mm256_maddubs_epi16(hi, bcast4(q8.add(32))));
+                }
+            }
+            for e in 0..E {
+                let s = _mm256_add_epi32(_mm256_madd_epi16(il[e], sc_lo), _mm256_madd_epi16(ih[e], sc_hi));
+                sumi[e] = _mm256_add_epi32(sumi[e], s);
+            }
+        }
+        let mut summ = [_mm256_setzero_si256(); E];
+        for p in 0..4 {
+            let mins = pairs_u8(qs.add(o.b + 16 * p));
+            for e in 0..E {
+                summ[e] = _mm256_add_epi32(summ[e], _mm256_madd_epi16(mins, bcast4(a[e].extra.add(16 * b + 4 * p))));
+            }
+        }
+        let dw = scales8(qs.add(o.c));
+        let dminw = scales8(qs.add(o.d));
+        for e in 0..E {
+            let da = _mm256_set1_ps(a[e].d(b));
+            acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
+            acc[e] = _mm256_fnmadd_ps(_mm256_mul_ps(dminw, da), _mm256_cvtepi32_ps(summ[e]), acc[e]);
+        }
+    }
+    for e in 0..E {
+        store_rows(out[e], acc[e], valid);
+    }
+}
+
+/// Q6_K: 6-bit quants rebuilt from the nibble and top-bit vectors, used unsigned; the -32
+/// comes back exactly as 32 × Σ scale × (sum of 16 activation quants).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn micro_q6_k<const E: usize>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m30 = _mm256_set1_epi8(0x30);
+    let mut acc = [_mm256_setzero_ps(); E];
+    for b in 0..nb {
+        let ql = tile.add(o.size * b);
+        let qh = ql.add(32 * 32);
+        let mut corr = [_mm256_setzero_si256(); E];
+        for p in 0..8 {
+            let sp = pairs_i8(ql.add(o.a + 16 * p));
+            for e in 0..E {
+                corr[e] = _mm256_add_epi32(corr[e], _mm256_madd_epi16(sp, bcast4(a[e].sum.add(32 * b + 4 * p))));
+            }
+        }
+        let mut sumi: [__m256i; E] =
+            std::array::from_fn(|e| _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr[e], 5)));
+        for h in 0..2 {
+            for k in 0..4 {
+                let (sc0, sc1) = split_pairs(pairs_i8(ql.add(o.a + 16 * (4 * h + k))));
+                for (half, sc) in [sc0, sc1].into_iter().enumerate() {
+                    // Two 16-element pairs of vectors, each summed in i16 (2 × 63 × 127 × 2 fits).
+                    for pair in 0..2 {
+                        let mut is = [_mm256_setzero_si256(); E];
+                        for l4 in 4 * half + 2 * pair..4 * half + 2 * pair + 2 {
+                            let low = load(ql.add(32 * (16 * h + 8 * (k & 1) + l4)));
+                            let nib = if k < 2 {
+                                _mm256_and_si256(low, m4)
+                            } else {
+                                _mm256_and_si256(_mm256_srli_epi16(low, 4), m4)
+                            };
+                            let top = load(qh.add(32 * (8 * h + l4)));
+                            let top = match k {
+                                0 => _mm256_slli_epi16(top, 4),
+                                1 => _mm256_slli_epi16(top, 2),
+                                2 => top,
+                                _ => _mm256_srli_epi16(top, 2),
+                            };
+                            let q = _mm256_or_si256(nib, _mm256_and_si256(top, m30));
+                            for e in 0..E {
+                                let y = bcast4(a[e].qs.add(256 * b + 128 * h + 32 * k + 4 * l4));
+                                is[e] = _mm256_add_epi16(is[e], _mm256_maddubs_epi16(q, y));
+                            }
+                        }
+                        for e in 0..E {
+                            sumi[e] = _mm256_add_epi32(sumi[e], _mm256_madd_epi16(is[e], sc));
+                        }
+                    }
+                }
+            }
+        }
+        let dw = scales8(ql.add(o.b));
+        for e in 0..E {
+            let da = _mm256_set1_ps(a[e].d(b));
+            acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
+        }
+    }
+    for e in 0..E {
+        store_rows(out[e], acc[e], valid);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points (sizes checked by the caller, see the module documentation)
+
+macro_rules! entry {
+    ($($name:ident => $micro:ident, $ty:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+            drive!(tile8, $micro, 4, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
+        }
+    )*};
+}
+
+entry! {
+    mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0;
+    mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1;
+    mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0;
+    mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0;
+    mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K;
+    mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K;
+}

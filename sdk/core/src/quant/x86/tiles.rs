@@ -1,0 +1,77 @@
+//! What the x86 sets' tile layouts and packed kernels share: where a tile block's fields lie
+//! and the loop that runs a micro-kernel over tiles × tokens.
+
+use crate::quant::packed::tile_len;
+use crate::quant::GgmlType;
+
+/// Where the fields of one tile block (the tile's rows of one ggml block) lie, relative to its
+/// start, and its size. The quants come first; `a`..`d` are the scale fields in the order of
+/// the layout's table.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockLayout {
+    pub size: usize,
+    pub a: usize,
+    pub b: usize,
+    pub c: usize,
+    pub d: usize,
+}
+
+impl BlockLayout {
+    pub(super) fn new(size: usize, a: usize, b: usize, c: usize, d: usize) -> Option<BlockLayout> {
+        Some(BlockLayout { size, a, b, c, d })
+    }
+
+    /// Bytes of one tile of `cols` columns of `ty` made of such blocks (a multiple of [`ALIGN`](crate::quant::packed::ALIGN)).
+    pub fn tile_bytes(self, ty: GgmlType, cols: usize) -> Option<usize> {
+        tile_len(ty, cols, self.size)
+    }
+}
+
+/// Drives `$micro::<E>` over every tile of layout module `$layout` (its `ROWS`, `tile_bytes`
+/// and `block_layout`) and every token: tokens in groups of `$emax`, the rest by 2s and 1s. The
+/// micro-kernel gets the tile, its block count and layout, `E` activation rows, `E` output
+/// pointers and how many of the tile's rows are real. To be expanded inside an `unsafe fn`
+/// whose caller has checked the extents (see the kernel modules).
+macro_rules! drive {
+    ($layout:ident, $micro:ident, $emax:literal, $ty:expr, $cols:expr, $tiles:expr, $n_rows:expr, $act:expr,
+     $n_tok:expr, $out:expr, $stride:expr) => {{
+        use $crate::quant::packed::{ActOffsets, PackedAct};
+        use $crate::quant::packed::ActRow;
+        let (cols, n_rows, n_tok, stride) = ($cols, $n_rows, $n_tok, $stride);
+        let Some(tb) = $layout::tile_bytes($ty, cols) else { return };
+        let Some(ab) = PackedAct::of($ty).and_then(|a| a.row_bytes(cols)) else { return };
+        let ao = ActOffsets::new(PackedAct::of($ty).unwrap_or(PackedAct::Q8x32), cols);
+        let nb = cols / $ty.block_size();
+        let Some(to) = $layout::block_layout($ty) else { return };
+        let (tiles, act, out): (&[u8], &[u8], &mut [f32]) = ($tiles, $act, $out);
+        let act_row = |t: usize| ActRow::new(act.as_ptr().add(t * ab), &ao);
+        let out_ptr = out.as_mut_ptr();
+        for tile in 0..n_rows.div_ceil($layout::ROWS) {
+            let tp = tiles.as_ptr().add(tile * tb);
+            let r0 = tile * $layout::ROWS;
+            let valid = n_rows - r0;
+            let dst = |t: usize| out_ptr.add(t * stride + r0);
+            let mut t = 0;
+            while t + $emax <= n_tok {
+                $micro::<$emax>(
+                    tp,
+                    nb,
+                    &to,
+                    std::array::from_fn(|e| act_row(t + e)),
+                    std::array::from_fn(|e| dst(t + e)),
+                    valid,
+                );
+                t += $emax;
+            }
+            while t + 2 <= n_tok {
+                $micro::<2>(tp, nb, &to, [act_row(t), act_row(t + 1)], [dst(t), dst(t + 1)], valid);
+                t += 2;
+            }
+            if t < n_tok {
+                $micro::<1>(tp, nb, &to, [act_row(t)], [dst(t)], valid);
+            }
+        }
+    }};
+}
+
+pub(crate) use drive;
