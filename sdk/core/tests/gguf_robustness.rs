@@ -112,3 +112,19 @@ fn unsupported_architecture_is_named() {
         other => panic!("expected UnsupportedArchitecture, got {other:?}"),
     }
 }
+
+#[test]
+fn positioned_reads_match_the_mapped_bytes() {
+    let mapped = GgufFile::open(model_path(SMOLLM2)).expect("model opens");
+    let owned = GgufFile::from_bytes(model_bytes()).expect("model parses");
+    let t = mapped.tensor("token_embd.weight").expect("embedding table");
+    let (start, len) = (t.offset as usize, t.size as usize);
+    for (at, n) in [(start, 1), (start + 4093, 9), (start + len / 2, 4096 + 3), (start + len - 600, 600)] {
+        let want = &mapped.bytes()[at..at + n];
+        for f in [&mapped, &owned] {
+            let mut got = vec![0u8; n];
+            f.read_at(at, &mut got);
+            assert_eq!(got, want, "{n} bytes at {at}");
+        }
+    }
+}

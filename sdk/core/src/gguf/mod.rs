@@ -21,16 +21,17 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 /// Largest tensor rank GGUF allows.
 const MAX_DIMS: u32 = 4;
 
-/// Where the bytes live: a read-only map of the model file, or memory (tests, fuzzing).
+/// Where the bytes live: a read-only map of the model file (and the file, for reads that
+/// bypass the map), or memory (tests, fuzzing).
 enum Storage {
-    Mapped(memmap2::Mmap),
+    Mapped { map: memmap2::Mmap, file: File },
     Owned(Vec<u8>),
 }
 
 impl Storage {
     fn bytes(&self) -> &[u8] {
         match self {
-            Storage::Mapped(m) => m,
+            Storage::Mapped { map, .. } => map,
             Storage::Owned(v) => v,
         }
     }
@@ -89,7 +90,7 @@ impl GgufFile {
         // would fault on access; that is the documented contract of every mmap-based loader.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
-        Self::parse(Storage::Mapped(map))
+        Self::parse(Storage::Mapped { map, file })
     }
 
     /// Parses a GGUF image held in memory.
@@ -278,13 +279,29 @@ impl GgufFile {
         &self.bytes()[info.offset as usize..(info.offset + info.size) as usize]
     }
 
+    /// Copies the file's bytes `start..start + out.len()` into `out` with a positioned read, not
+    /// through the map, so that none of the file's pages joins this process's resident memory.
+    /// (A read through the map maps the window around it and, where the page cache holds the
+    /// file in large folios, whole folios of up to 2 MiB: scattered row lookups would bring most
+    /// of a large table in.) In-memory files, and a read the system refuses, copy from the bytes.
+    pub fn read_at(&self, start: usize, out: &mut [u8]) {
+        #[cfg(unix)]
+        if let Storage::Mapped { file, .. } = &self.storage {
+            use std::os::unix::fs::FileExt;
+            if file.read_exact_at(out, start as u64).is_ok() {
+                return;
+            }
+        }
+        out.copy_from_slice(&self.bytes()[start..start + out.len()]);
+    }
+
     /// Drops the mapped pages lying wholly inside bytes `start..start + len` from this process's
     /// resident memory (e.g. a tensor now used from a repacked copy). The bytes stay readable:
     /// touching them again reads them back from the file. No-op for in-memory files.
     pub fn release(&self, start: usize, len: usize) {
         // Whole 64 KiB units: a multiple of every page size in use, so no neighbour is touched.
         const UNIT: usize = 64 << 10;
-        let Storage::Mapped(map) = &self.storage else { return };
+        let Storage::Mapped { map, .. } = &self.storage else { return };
         let base = map.as_ptr() as usize;
         let (lo, hi) = ((base + start).next_multiple_of(UNIT), (base + start + len) / UNIT * UNIT);
         if hi > lo && hi - base <= map.len() {

@@ -66,8 +66,9 @@ pub struct Model {
     packed: PackStats,
     kv_precision: KvPrecision,
     /// Whether only row lookups read the embedding table from the file (the output projection
-    /// reads other bytes, or a repacked copy), so its pages may be released after each lookup.
-    release_embedding_rows: bool,
+    /// reads other bytes, or a repacked copy), so they copy rows out with positioned reads and
+    /// the table's pages stay out of resident memory.
+    read_embedding_rows: bool,
 }
 
 impl std::fmt::Debug for Model {
@@ -184,12 +185,12 @@ impl Model {
             inv_freq_local,
             packed: PackStats::default(),
             kv_precision: opts.kv_precision,
-            release_embedding_rows: false,
+            read_embedding_rows: false,
         };
         if let (true, Some(p)) = (opts.repack, kernels.packing()) {
             model.repack(p, pool);
         }
-        model.release_embedding_rows =
+        model.read_embedding_rows =
             model.output.packed().is_some() || model.output.file_range() != model.token_embd.file_range();
         Ok(model)
     }
@@ -365,26 +366,26 @@ impl Model {
         let s = scratch;
         s.layout.build(pos0, n, tree);
 
-        // x[n, d] = embedding rows, read straight from the mapped table.
+        // x[n, d] = embedding rows, read one by one from the file (never the whole table).
         let Some(dequant) = k.dequantize(self.token_embd.ty) else {
             return Err(Error::UnsupportedTensorType {
                 tensor: self.token_embd.name.clone(),
                 ty: self.token_embd.ty.name().into(),
             });
         };
+        s.embd_row.resize(self.token_embd.row_bytes(), 0);
         for (t, &tok) in tokens.iter().enumerate() {
+            let bytes = if self.read_embedding_rows {
+                self.token_embd.read_row(&self.file, tok as usize, &mut s.embd_row);
+                &s.embd_row[..]
+            } else {
+                self.token_embd.row(file, tok as usize)
+            };
             let row = &mut s.x[t * d..(t + 1) * d];
-            dequant(self.token_embd.row(file, tok as usize), row);
+            dequant(bytes, row);
             if c.embedding_scale != 1.0 {
                 row.iter_mut().for_each(|v| *v *= c.embedding_scale);
             }
-        }
-        // Each lookup maps a whole window of the file around its row (the kernel's fault-around):
-        // released again, the pages of a large vocabulary stay out of resident memory (Gemma 3's
-        // 137 MB table would otherwise creep in a prompt at a time).
-        if self.release_embedding_rows {
-            let (start, len) = self.token_embd.file_range();
-            self.file.release(start, len);
         }
 
         // The rotation angles of the batch's positions, once for all layers (local layers may
@@ -581,6 +582,8 @@ pub struct Scratch {
     logits_rows: usize,
     /// Rotation angles of the batch's positions for global and for local layers.
     rope: [Vec<f32>; 2],
+    /// One embedding row as stored, when rows are copied out of the file.
+    embd_row: Vec<u8>,
 }
 
 impl Scratch {

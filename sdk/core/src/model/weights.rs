@@ -88,6 +88,12 @@ impl Matrix {
         &file[s..s + self.row_bytes]
     }
 
+    /// Copies row `r` out of `file` with a positioned read (see [`GgufFile::read_at`]); `out`
+    /// holds [`row_bytes`](Self::row_bytes).
+    pub fn read_row(&self, file: &GgufFile, r: usize, out: &mut [u8]) {
+        file.read_at(self.offset + r * self.row_bytes, &mut out[..self.row_bytes]);
+    }
+
     /// Bytes of rows `r0..r1`, contiguous.
     #[inline]
     pub fn rows<'a>(&self, file: &'a [u8], r0: usize, r1: usize) -> &'a [u8] {
