@@ -350,8 +350,8 @@ fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize
         OUT_TILE.with(|tile| {
             let mut tile = tile.borrow_mut();
             // Grown once per thread, not cleared per task: the kernel writes what is copied.
-            tile.resize(step.max(ROWS) * TOKENS_PER_TILE, 0.0);
             let stride = step.max(ROWS);
+            tile.resize(stride * TOKENS_PER_TILE, 0.0);
             for g0 in (r0..r1).step_by(step) {
                 let g1 = (g0 + step).min(r1);
                 for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {

@@ -1,7 +1,7 @@
 //! AVX2 + FMA + F16C kernels on weights packed into 8-row tiles ([`super::tile8`]).
 //!
 //! One kernel per weight type serves decode and prefill: `mat_mat_*` runs tiles × tokens through
-//! a micro-kernel generic over the token count `E` (4 at a time, then 2 and 1 for the rest).
+//! a micro-kernel generic over the token count `E` (4 at a time, then the rest at once).
 //! Every instance performs, per (row, token) and block in order, the same operations: an exact
 //! integer dot product, then `acc = fma(d_w * d_a, float(isum), acc)` (plus the format's offset
 //! term), so a token's results are bit-identical whatever `E`, tile or thread it lands in.
@@ -323,7 +323,7 @@ macro_rules! entry {
     ($($name:ident => $micro:ident, $ty:expr;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
         pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-            drive!(tile8, $micro, 4, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
+            drive!(tile8, $micro, 4, [3 2 1], $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};
 }

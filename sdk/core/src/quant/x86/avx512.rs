@@ -1,7 +1,7 @@
 //! AVX-512 (F, BW, VL) + VNNI kernels on weights packed into 16-row tiles ([`super::tile16`]).
 //!
 //! One kernel per weight type serves decode and prefill: `mat_mat_*` runs tiles × tokens through
-//! a micro-kernel generic over the token count `E` (8 or 4 at a time, then 2 and 1 for the rest).
+//! a micro-kernel generic over the token count `E` (8 or 4 at a time, then the rest at once).
 //! Every instance performs, per (row, token) and block in order, the same operations: an exact
 //! integer dot product (`vpdpbusd`, any order), then `acc = fma(d_w * d_a, float(isum), acc)`
 //! (plus the format's offset term), so a token's results are bit-identical whatever `E`, tile
@@ -264,19 +264,19 @@ unsafe fn micro_q6_k<const E: usize>(
 // Entry points (sizes checked by the caller, see the module documentation)
 
 macro_rules! entry {
-    ($($name:ident => $micro:ident, $ty:expr, $emax:literal;)*) => {$(
+    ($($name:ident => $micro:ident, $ty:expr, $emax:literal, $tail:tt;)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-            drive!(tile16, $micro, $emax, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
+            drive!(tile16, $micro, $emax, $tail, $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};
 }
 
 entry! {
-    mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0, 8;
-    mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1, 8;
-    mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8;
-    mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8;
-    mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4;
-    mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4;
+    mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1, 8, [7 6 5 4 3 2 1];
+    mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4, [3 2 1];
+    mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4, [3 2 1];
 }

@@ -28,13 +28,16 @@ impl BlockLayout {
 }
 
 /// Drives `$micro::<E>` over every tile of layout module `$layout` (its `ROWS`, `tile_bytes`
-/// and `block_layout`) and every token: tokens in groups of `$emax`, the rest by 2s and 1s. The
-/// micro-kernel gets the tile, its block count and layout, `E` activation rows, `E` output
-/// pointers and how many of the tile's rows are real. To be expanded inside an `unsafe fn`
-/// whose caller has checked the extents (see the kernel modules).
+/// and `block_layout`) and every token: tokens in groups of `$emax`, then the rest in one call
+/// of its own size, one of the `$tail` sizes (every count below `$emax`). Each call decodes the
+/// tile's weights again, so a pass of 3 or 7 tokens costs about as much as one of 4 or 8, not
+/// one of 4 or 8 plus a single-token pass. The micro-kernel gets the tile, its block count and
+/// layout, `E` activation rows, `E` output pointers and how many of the tile's rows are real.
+/// To be expanded inside an `unsafe fn` whose caller has checked the extents (see the kernel
+/// modules).
 macro_rules! drive {
-    ($layout:ident, $micro:ident, $emax:literal, $ty:expr, $cols:expr, $tiles:expr, $n_rows:expr, $act:expr,
-     $n_tok:expr, $out:expr, $stride:expr) => {{
+    ($layout:ident, $micro:ident, $emax:literal, [$($tail:literal)*], $ty:expr, $cols:expr, $tiles:expr,
+     $n_rows:expr, $act:expr, $n_tok:expr, $out:expr, $stride:expr) => {{
         use $crate::quant::packed::{ActOffsets, PackedAct};
         use $crate::quant::packed::ActRow;
         let (cols, n_rows, n_tok, stride) = ($cols, $n_rows, $n_tok, $stride);
@@ -63,13 +66,16 @@ macro_rules! drive {
                 );
                 t += $emax;
             }
-            while t + 2 <= n_tok {
-                $micro::<2>(tp, nb, &to, [act_row(t), act_row(t + 1)], [dst(t), dst(t + 1)], valid);
-                t += 2;
-            }
-            if t < n_tok {
-                $micro::<1>(tp, nb, &to, [act_row(t)], [dst(t)], valid);
-            }
+            $(if n_tok - t == $tail {
+                $micro::<$tail>(
+                    tp,
+                    nb,
+                    &to,
+                    std::array::from_fn(|e| act_row(t + e)),
+                    std::array::from_fn(|e| dst(t + e)),
+                    valid,
+                );
+            })*
         }
     }};
 }
