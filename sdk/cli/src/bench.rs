@@ -44,7 +44,7 @@ pub struct BenchArgs {
     /// Keep the weights in the file's layout (no repacking at load)
     #[arg(long)]
     pub no_repack: bool,
-    /// Force a kernel set (reference, avx2, avx512, neon, dotprod, i8mm) [default: the best this CPU runs]
+    /// Force a kernel set (reference, avx2, avxvnni, avx512, neon, dotprod, i8mm) [default: the best this CPU runs]
     #[arg(long)]
     pub kernels: Option<String>,
     /// KV cache precision

@@ -39,8 +39,8 @@ const fn slot(t: GgmlType) -> usize {
 /// [`reference_kernels`] and [`available_kernels`], which hand out a SIMD set only after
 /// checking the CPU supports it: that is what makes its safe function pointers sound.
 pub struct Kernels {
-    /// Instruction set name: `"reference"`, `"avx2"`, `"avx512"`, `"neon"`, `"dotprod"` or
-    /// `"i8mm"`.
+    /// Instruction set name: `"reference"`, `"avx2"`, `"avxvnni"`, `"avx512"`, `"neon"`,
+    /// `"dotprod"` or `"i8mm"`.
     pub isa: &'static str,
     dot: [Option<VecDotFn>; N_TYPES],
     mat_vec: [Option<MatVecFn>; N_TYPES],
@@ -593,6 +593,21 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
     }
 });
 
+// The AVX-VNNI set: 256-bit `vpdpbusd` kernels on the AVX2 set's 8-row tiles when weights are
+// repacked, the AVX2 kernels otherwise. Two tables of one set: the VEX encoding for AVX-VNNI
+// CPUs, the EVEX one for AVX-512 CPUs (which lack AVX-VNNI but run the same operation).
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+simd_set!(avxvnni_vex_fns, AVXVNNI_VEX, x86::avx2, "avxvnni", {
+    Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
+    Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
+}, Some(&avxvnni_vex_packed::PACKING));
+
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+simd_set!(avxvnni_evex_fns, AVXVNNI_EVEX, x86::avx2, "avxvnni", {
+    Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
+    Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
+}, Some(&avxvnni_evex_packed::PACKING));
+
 /// Inside a [`packed_set!`] module: each `$wrapper` checks a call's extents, then runs
 /// `k::$kernel`; `mat_mat` maps each type to its wrapper.
 macro_rules! packed_wrappers {
@@ -668,6 +683,18 @@ packed_set!(
     /// The AVX-512 set's VNNI kernels on 16-row tiles.
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
     avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, pack_tile, x86::avx512
+);
+
+packed_set!(
+    /// The AVX-VNNI set's 256-bit `vpdpbusd` kernels on 8-row tiles, VEX-encoded.
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    avxvnni_vex_packed, avxvnni_vex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::vex
+);
+
+packed_set!(
+    /// The same kernels EVEX-encoded, for AVX-512 CPUs.
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    avxvnni_evex_packed, avxvnni_evex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::evex
 );
 
 /// Whether a packed kernel call's buffers have the extents it reads and writes (see
@@ -758,13 +785,28 @@ fn detect_avx2() -> Option<&'static Kernels> {
 }
 
 #[cfg(all(target_arch = "x86_64", tern_avx512))]
-fn detect_avx512() -> Option<&'static Kernels> {
-    let ok = has_avx2()
+fn has_avx512() -> bool {
+    has_avx2()
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx512vnni");
-    ok.then_some(&AVX512)
+        && is_x86_feature_detected!("avx512vnni")
+}
+
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+fn detect_avx512() -> Option<&'static Kernels> {
+    has_avx512().then_some(&AVX512)
+}
+
+/// The AVX-VNNI set in the encoding this CPU runs: VEX where it has AVX-VNNI, else EVEX where it
+/// has AVX-512 VNNI.
+#[cfg(all(target_arch = "x86_64", tern_avx512))]
+fn detect_avxvnni() -> Option<&'static Kernels> {
+    if has_avx2() && is_x86_feature_detected!("avxvnni") {
+        Some(&AVXVNNI_VEX)
+    } else {
+        has_avx512().then_some(&AVXVNNI_EVEX)
+    }
 }
 
 /// Every set this CPU can run, best last.
@@ -773,6 +815,8 @@ pub fn available_kernels() -> Vec<&'static Kernels> {
     let mut v = vec![&REFERENCE];
     #[cfg(target_arch = "x86_64")]
     v.extend(detect_avx2());
+    #[cfg(all(target_arch = "x86_64", tern_avx512))]
+    v.extend(detect_avxvnni());
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
     v.extend(detect_avx512());
     #[cfg(target_arch = "aarch64")]
@@ -795,8 +839,8 @@ fn select(want: Option<&str>) -> &'static Kernels {
     }
 }
 
-/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avx512|neon|
-/// dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
+/// The best kernel set for this CPU, chosen once. `TERN_KERNELS=reference|avx2|avxvnni|avx512|
+/// neon|dotprod|i8mm` forces one (falling back to the best available when the CPU lacks it).
 pub fn kernels() -> &'static Kernels {
     static CHOSEN: OnceLock<&'static Kernels> = OnceLock::new();
     CHOSEN.get_or_init(|| select(std::env::var("TERN_KERNELS").ok().as_deref()))

@@ -10,8 +10,9 @@
 //! (2 bytes for f16-scaled blocks, 4 for Q8_K and f32). GGUF tensor data and [`ActBuf`] always
 //! are; any other buffer still works, through a copy into aligned scratch (slower, same result).
 //!
-//! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C), `avx512`
-//! (AVX-512 F/BW/VL + VNNI; built when the compiler is Rust 1.89 or newer, see `build.rs`), and
+//! Kernel sets: `reference` (portable scalar), `avx2` (x86-64 with AVX2+FMA+F16C), `avxvnni`
+//! (256-bit VNNI: AVX-VNNI, or AVX-512 VNNI in its EVEX form) and `avx512` (AVX-512 F/BW/VL +
+//! VNNI; both built when the compiler is Rust 1.89 or newer, see `build.rs`), and
 //! on aarch64 `neon` (base ARMv8-A), `dotprod` (`sdot`) and `i8mm` (`smmla` for prefill, `sdot`
 //! otherwise). One binary carries them all; the CPU is checked at run time. A set may also carry
 //! a [`packed::Packing`]: a tiled weight layout built at load and the kernels that read it (the

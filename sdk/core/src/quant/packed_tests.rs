@@ -42,12 +42,13 @@ fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_le_bytes(b[at..at + 2].try_into().unwrap())
 }
 
-/// Which sets repack (AVX2 and AVX-512 on x86; dotprod and i8mm on aarch64), and that each packs every
-/// packable type: a set dropped from the list would silently skip the tests below.
+/// Which sets repack (AVX2, AVX-VNNI and AVX-512 on x86; dotprod and i8mm on aarch64), and that each
+/// packs every packable type: a set dropped from the list would silently skip the tests below.
 #[test]
 fn packing_sets_pack_every_packable_type() {
     for k in available_kernels() {
-        assert_eq!(k.packing().is_some(), matches!(k.isa, "avx2" | "avx512" | "dotprod" | "i8mm"), "{}", k.isa);
+        let repacks = matches!(k.isa, "avx2" | "avxvnni" | "avx512" | "dotprod" | "i8mm");
+        assert_eq!(k.packing().is_some(), repacks, "{}", k.isa);
         if let Some(p) = k.packing() {
             for ty in WEIGHT_TYPES {
                 assert_eq!(p.supports(ty, 256), PackedAct::of(ty).is_some(), "{} {}", k.isa, ty.name());

@@ -266,6 +266,13 @@ fn kernel_selection_by_name() {
         let want = if has_512 && cfg!(tern_avx512) { "avx512" } else { "avx2" };
         assert_eq!(best.isa, want);
         assert_eq!(dispatch::select_for_test(Some("avx512")).isa, want);
+        // AVX-VNNI's 256-bit kernels run on CPUs with either AVX-VNNI or AVX-512 VNNI (built by
+        // the same compilers as the AVX-512 set; the run-time check needs them too).
+        #[cfg(tern_avx512)]
+        let want = if has_512 || std::arch::is_x86_feature_detected!("avxvnni") { "avxvnni" } else { best.isa };
+        #[cfg(not(tern_avx512))]
+        let want = best.isa;
+        assert_eq!(dispatch::select_for_test(Some("avxvnni")).isa, want);
     }
 }
 

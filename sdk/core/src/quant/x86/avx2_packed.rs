@@ -31,12 +31,12 @@ use crate::quant::GgmlType;
 
 /// Four bytes at `p` broadcast to every lane (a `vpbroadcastd` from memory).
 #[inline(always)]
-unsafe fn bcast4(p: *const u8) -> __m256i {
+pub(super) unsafe fn bcast4(p: *const u8) -> __m256i {
     _mm256_set1_epi32(p.cast::<i32>().read_unaligned())
 }
 
 #[inline(always)]
-unsafe fn load(p: *const u8) -> __m256i {
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p.cast())
 }
 
@@ -49,12 +49,12 @@ unsafe fn scales8(p: *const u8) -> __m256 {
 /// 16 bytes at `p` ([row][2] pairs), widened to i16: lane `r` = row `r`'s pair, sign-extended
 /// or not.
 #[inline(always)]
-unsafe fn pairs_u8(p: *const u8) -> __m256i {
+pub(super) unsafe fn pairs_u8(p: *const u8) -> __m256i {
     _mm256_cvtepu8_epi16(_mm_loadu_si128(p.cast()))
 }
 
 #[inline(always)]
-unsafe fn pairs_i8(p: *const u8) -> __m256i {
+pub(super) unsafe fn pairs_i8(p: *const u8) -> __m256i {
     _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
 }
 
@@ -80,6 +80,40 @@ unsafe fn store_rows(out: *mut f32, v: __m256, valid: usize) {
         let mut tmp = [0f32; ROWS];
         _mm256_storeu_ps(tmp.as_mut_ptr(), v);
         std::ptr::copy_nonoverlapping(tmp.as_ptr(), out, valid);
+    }
+}
+
+/// Writes each token's sums `acc` (the first `valid` lanes) to its output row.
+#[inline(always)]
+pub(super) unsafe fn store_tile<const E: usize>(out: [*mut f32; E], acc: [__m256; E], valid: usize) {
+    for e in 0..E {
+        store_rows(out[e], acc[e], valid);
+    }
+}
+
+/// Adds block `b` of a 32-element format to the sums `acc`: `d_w × d_a × (isum - 2^shift × Σ a)`
+/// with the block's f16 scales at `d`, then `m × s` where the format has `m` (f16 at `m`).
+#[inline(always)]
+pub(super) unsafe fn q32_accumulate<const E: usize>(
+    acc: &mut [__m256; E],
+    isum: &[__m256i; E],
+    a: &[ActRow; E],
+    b: usize,
+    d: *const u8,
+    shift: u32,
+    m: Option<*const u8>,
+) {
+    let dw = scales8(d);
+    for e in 0..E {
+        let mut i = isum[e];
+        if shift > 0 {
+            i = _mm256_sub_epi32(i, _mm256_set1_epi32(a[e].sum(b) << shift));
+        }
+        let d = _mm256_mul_ps(dw, _mm256_set1_ps(a[e].d(b)));
+        acc[e] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(i), acc[e]);
+        if let Some(m) = m {
+            acc[e] = _mm256_fmadd_ps(scales8(m), _mm256_set1_ps(a[e].s(b)), acc[e]);
+        }
     }
 }
 
@@ -128,31 +162,17 @@ macro_rules! q32_micro {
                         isum[e] = _mm256_add_epi32(isum[e], _mm256_madd_epi16(i16s[e], ones));
                     }
                 }
-                let dw = scales8(tile.add(o.size * b + o.$d));
-                for e in 0..E {
-                    let mut i = isum[e];
-                    if $shift > 0 {
-                        let s = a[e].sum.add(4 * b).cast::<i32>().read_unaligned();
-                        i = _mm256_sub_epi32(i, _mm256_set1_epi32(s << $shift));
-                    }
-                    let d = _mm256_mul_ps(dw, _mm256_set1_ps(a[e].d(b)));
-                    acc[e] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(i), acc[e]);
-                    if $m {
-                        let s = _mm256_set1_ps(a[e].extra.add(4 * b).cast::<f32>().read_unaligned());
-                        acc[e] = _mm256_fmadd_ps(scales8(tile.add(o.size * b + o.b)), s, acc[e]);
-                    }
-                }
+                let m = if $m { Some(tile.add(o.size * b + o.b)) } else { None };
+                q32_accumulate(&mut acc, &isum, &a, b, tile.add(o.size * b + o.$d), $shift, m);
             }
-            for e in 0..E {
-                store_rows(out[e], acc[e], valid);
-            }
+            store_tile(out, acc, valid);
         }
     };
 }
 
 /// The 4 nibble vectors of a block: low nibbles multiply activations `4v..`, high ones `16 + 4v..`.
 #[inline(always)]
-unsafe fn nibble_groups(qs: *const u8) -> [(__m256i, usize); 8] {
+pub(super) unsafe fn nibble_groups(qs: *const u8) -> [(__m256i, usize); 8] {
     let m4 = _mm256_set1_epi8(0x0F);
     let v: [__m256i; 4] = std::array::from_fn(|i| load(qs.add(32 * i)));
     let lo = |i: usize| _mm256_and_si256(v[i], m4);
@@ -165,9 +185,13 @@ q32_micro!(micro_q4_1, d: a, shift: 0, signed: false, m: true, chunk: 8, |qs, _h
 q32_micro!(micro_q8_0, d: a, shift: 0, signed: true, m: false, chunk: 1, |qs, _hb| {
     std::array::from_fn(|g| (load(qs.add(32 * g)), 4 * g))
 });
-q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, hb| {
-    // The fifth bit of each quant: bit v (low nibbles of vector v) or 4 + v (high nibbles) of
-    // the high-bit vector, moved to bit 4.
+q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, hb| q5_groups(qs, hb));
+
+/// Q5_0's 8 weight vectors as [`nibble_groups`] gives them, each quant's fifth bit added from
+/// the high-bit vector at `hb`: bit v (low nibbles of vector v) or 4 + v (high nibbles), moved
+/// to bit 4.
+#[inline(always)]
+pub(super) unsafe fn q5_groups(qs: *const u8, hb: *const u8) -> [(__m256i, usize); 8] {
     let mut g = nibble_groups(qs);
     let bits = load(hb);
     let b4 = _mm256_set1_epi8(0x10);
@@ -185,7 +209,7 @@ q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, h
         *w = _mm256_or_si256(*w, _mm256_and_si256(h, b4));
     }
     g
-});
+}
 
 // ---------------------------------------------------------------------------------------------
 // k-quants
@@ -225,24 +249,88 @@ unsafe fn micro_q4_k<const E: usize>(
                 sumi[e] = _mm256_add_epi32(sumi[e], s);
             }
         }
-        let mut summ = [_mm256_setzero_si256(); E];
-        for p in 0..4 {
-            let mins = pairs_u8(qs.add(o.b + 16 * p));
-            for e in 0..E {
-                summ[e] = _mm256_add_epi32(summ[e], _mm256_madd_epi16(mins, bcast4(a[e].extra.add(16 * b + 4 * p))));
-            }
-        }
-        let dw = scales8(qs.add(o.c));
-        let dminw = scales8(qs.add(o.d));
+        q4k_accumulate(&mut acc, &sumi, qs, o, &a, b);
+    }
+    store_tile(out, acc, valid);
+}
+
+/// Adds Q4_K block `b` (at `blk`) to the sums `acc`: `d_w × d_a × sumi` (`sumi`: Σ scale × sub-block
+/// dot product), minus `dmin_w × d_a × Σ min × (sum of the sub-block's 32 activation quants)`.
+#[inline(always)]
+pub(super) unsafe fn q4k_accumulate<const E: usize>(
+    acc: &mut [__m256; E],
+    sumi: &[__m256i; E],
+    blk: *const u8,
+    o: &BlockLayout,
+    a: &[ActRow; E],
+    b: usize,
+) {
+    let mut summ = [_mm256_setzero_si256(); E];
+    for p in 0..4 {
+        let mins = pairs_u8(blk.add(o.b + 16 * p));
         for e in 0..E {
-            let da = _mm256_set1_ps(a[e].d(b));
-            acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
-            acc[e] = _mm256_fnmadd_ps(_mm256_mul_ps(dminw, da), _mm256_cvtepi32_ps(summ[e]), acc[e]);
+            summ[e] = _mm256_add_epi32(summ[e], _mm256_madd_epi16(mins, bcast4(a[e].extra.add(16 * b + 4 * p))));
         }
     }
+    let dw = scales8(blk.add(o.c));
+    let dminw = scales8(blk.add(o.d));
     for e in 0..E {
-        store_rows(out[e], acc[e], valid);
+        let da = _mm256_set1_ps(a[e].d(b));
+        acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
+        acc[e] = _mm256_fnmadd_ps(_mm256_mul_ps(dminw, da), _mm256_cvtepi32_ps(summ[e]), acc[e]);
     }
+}
+
+/// Q6_K block `b` at `ql`: per row and token, -32 × Σ scale × (sum of the sub-block's 16
+/// activation quants), the quants' offset taken off exactly (the kernels use them unsigned).
+#[inline(always)]
+pub(super) unsafe fn q6k_offsets<const E: usize>(
+    ql: *const u8,
+    o: &BlockLayout,
+    a: &[ActRow; E],
+    b: usize,
+) -> [__m256i; E] {
+    let mut corr = [_mm256_setzero_si256(); E];
+    for p in 0..8 {
+        let sp = pairs_i8(ql.add(o.a + 16 * p));
+        for e in 0..E {
+            corr[e] = _mm256_add_epi32(corr[e], _mm256_madd_epi16(sp, bcast4(a[e].sum.add(32 * b + 4 * p))));
+        }
+    }
+    std::array::from_fn(|e| _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr[e], 5)))
+}
+
+/// Adds Q6_K block `b` to the sums `acc`: `d_w × d_a × sumi`, with the block's f16 scales at `d`.
+#[inline(always)]
+pub(super) unsafe fn q6k_accumulate<const E: usize>(
+    acc: &mut [__m256; E],
+    sumi: &[__m256i; E],
+    d: *const u8,
+    a: &[ActRow; E],
+    b: usize,
+) {
+    let dw = scales8(d);
+    for e in 0..E {
+        let da = _mm256_set1_ps(a[e].d(b));
+        acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
+    }
+}
+
+/// Q6_K's unsigned 6-bit quants of elements `128h + 32k + 4l4..` (4 per row), rebuilt from ql
+/// vector `16h + 8(k & 1) + l4` (low or high nibbles) and qh vector `8h + l4` (bit pair `2k`).
+#[inline(always)]
+pub(super) unsafe fn q6k_quants(ql: *const u8, qh: *const u8, h: usize, k: usize, l4: usize) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let low = load(ql.add(32 * (16 * h + 8 * (k & 1) + l4)));
+    let nib = if k < 2 { _mm256_and_si256(low, m4) } else { _mm256_and_si256(_mm256_srli_epi16(low, 4), m4) };
+    let top = load(qh.add(32 * (8 * h + l4)));
+    let top = match k {
+        0 => _mm256_slli_epi16(top, 4),
+        1 => _mm256_slli_epi16(top, 2),
+        2 => top,
+        _ => _mm256_srli_epi16(top, 2),
+    };
+    _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x30)))
 }
 
 /// Q6_K: 6-bit quants rebuilt from the nibble and top-bit vectors, used unsigned; the -32
@@ -256,21 +344,11 @@ unsafe fn micro_q6_k<const E: usize>(
     out: [*mut f32; E],
     valid: usize,
 ) {
-    let m4 = _mm256_set1_epi8(0x0F);
-    let m30 = _mm256_set1_epi8(0x30);
     let mut acc = [_mm256_setzero_ps(); E];
     for b in 0..nb {
         let ql = tile.add(o.size * b);
         let qh = ql.add(32 * 32);
-        let mut corr = [_mm256_setzero_si256(); E];
-        for p in 0..8 {
-            let sp = pairs_i8(ql.add(o.a + 16 * p));
-            for e in 0..E {
-                corr[e] = _mm256_add_epi32(corr[e], _mm256_madd_epi16(sp, bcast4(a[e].sum.add(32 * b + 4 * p))));
-            }
-        }
-        let mut sumi: [__m256i; E] =
-            std::array::from_fn(|e| _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr[e], 5)));
+        let mut sumi = q6k_offsets(ql, o, &a, b);
         for h in 0..2 {
             for k in 0..4 {
                 let (sc0, sc1) = split_pairs(pairs_i8(ql.add(o.a + 16 * (4 * h + k))));
@@ -279,20 +357,7 @@ unsafe fn micro_q6_k<const E: usize>(
                     for pair in 0..2 {
                         let mut is = [_mm256_setzero_si256(); E];
                         for l4 in 4 * half + 2 * pair..4 * half + 2 * pair + 2 {
-                            let low = load(ql.add(32 * (16 * h + 8 * (k & 1) + l4)));
-                            let nib = if k < 2 {
-                                _mm256_and_si256(low, m4)
-                            } else {
-                                _mm256_and_si256(_mm256_srli_epi16(low, 4), m4)
-                            };
-                            let top = load(qh.add(32 * (8 * h + l4)));
-                            let top = match k {
-                                0 => _mm256_slli_epi16(top, 4),
-                                1 => _mm256_slli_epi16(top, 2),
-                                2 => top,
-                                _ => _mm256_srli_epi16(top, 2),
-                            };
-                            let q = _mm256_or_si256(nib, _mm256_and_si256(top, m30));
+                            let q = q6k_quants(ql, qh, h, k, l4);
                             for e in 0..E {
                                 let y = bcast4(a[e].qs.add(256 * b + 128 * h + 32 * k + 4 * l4));
                                 is[e] = _mm256_add_epi16(is[e], _mm256_maddubs_epi16(q, y));
@@ -305,15 +370,9 @@ unsafe fn micro_q6_k<const E: usize>(
                 }
             }
         }
-        let dw = scales8(ql.add(o.b));
-        for e in 0..E {
-            let da = _mm256_set1_ps(a[e].d(b));
-            acc[e] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[e]), acc[e]);
-        }
+        q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
     }
-    for e in 0..E {
-        store_rows(out[e], acc[e], valid);
-    }
+    store_tile(out, acc, valid);
 }
 
 // ---------------------------------------------------------------------------------------------

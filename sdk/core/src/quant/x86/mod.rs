@@ -6,6 +6,8 @@
 //! - `avx512`: AVX-512 F/BW/VL + VNNI on weights repacked into 16-row tiles (`tile16`, the
 //!   layout; [`super::packed`], the abstraction); compiled only with Rust 1.89 or newer (see
 //!   `build.rs`).
+//! - `vnni256`: 256-bit `vpdpbusd` kernels on the AVX2 set's 8-row tiles, built for AVX-VNNI
+//!   (VEX) and for AVX-512 VNNI (EVEX); compiled only with Rust 1.89 or newer, like `avx512`.
 //! - [`tiles`]: what both tile layouts and their kernels share (block field offsets, activation
 //!   rows, the tiles × tokens loop).
 
@@ -13,7 +15,7 @@ pub mod avx2;
 pub mod avx2_packed;
 pub mod tile8;
 pub mod tiles;
-// The AVX-512 modules need Rust 1.89; build.rs enables them only then.
+// The AVX-512 and VNNI modules need Rust 1.89; build.rs enables them only then.
 #[cfg(tern_avx512)]
 #[clippy::msrv = "1.89"]
 pub mod avx512;
@@ -22,3 +24,6 @@ pub mod avx512;
 pub mod avx512_attn;
 #[cfg(tern_avx512)]
 pub mod tile16;
+#[cfg(tern_avx512)]
+#[clippy::msrv = "1.89"]
+pub mod vnni256;
