@@ -54,27 +54,27 @@ macro_rules! drive {
             let r0 = tile * $layout::ROWS;
             let valid = n_rows - r0;
             let dst = |t: usize| out_ptr.add(t * stride + r0);
+            // Tokens t..t + E through the E-token instance.
+            macro_rules! call {
+                ($e:literal, $t:expr) => {{
+                    let t = $t;
+                    $micro::<$e>(
+                        tp,
+                        nb,
+                        &to,
+                        std::array::from_fn(|e| act_row(t + e)),
+                        std::array::from_fn(|e| dst(t + e)),
+                        valid,
+                    )
+                }};
+            }
             let mut t = 0;
             while t + $emax <= n_tok {
-                $micro::<$emax>(
-                    tp,
-                    nb,
-                    &to,
-                    std::array::from_fn(|e| act_row(t + e)),
-                    std::array::from_fn(|e| dst(t + e)),
-                    valid,
-                );
+                call!($emax, t);
                 t += $emax;
             }
             $(if n_tok - t == $tail {
-                $micro::<$tail>(
-                    tp,
-                    nb,
-                    &to,
-                    std::array::from_fn(|e| act_row(t + e)),
-                    std::array::from_fn(|e| dst(t + e)),
-                    valid,
-                );
+                call!($tail, t);
             })*
         }
     }};
