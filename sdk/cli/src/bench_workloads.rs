@@ -9,6 +9,11 @@
 //! whether every run produced the same tokens; per task: median and lowest ratio, median
 //! tokens per pass. Optional: the verification cost curve cost(n) / cost(1), and llama.cpp's
 //! prompt-lookup decoding on the same prompt tokens (through llama-cpp-python).
+//!
+//! With the cost curve, each case also gets its hindsight bound: the speed-up had every pass
+//! carried exactly the drafted tokens it accepted (the same drafts, a controller that knew the
+//! outcome), at the measured costs. Run with `--fixed-draft`, it bounds what any controller
+//! can make of the drafter's trees on this device.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -96,6 +101,10 @@ struct CaseReport {
     tokens_per_step: f64,
     /// Accepted drafted tokens per pass that carried a draft.
     accepted_per_verify: f64,
+    /// Speed-up had each pass carried exactly the drafted tokens it accepted (needs the cost
+    /// curve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hindsight_bound: Option<f64>,
     verify_steps: usize,
     decode_passes: usize,
     drafted_tokens: usize,
@@ -124,6 +133,10 @@ struct TaskReport {
     median_ratio: f64,
     min_ratio: f64,
     median_tokens_per_step: f64,
+    /// Median over cases of the tokens a pass that carried a draft produced.
+    median_tokens_per_verify: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_hindsight_bound: Option<f64>,
     all_identical: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     llama_lookup_median_ratio: Option<f64>,
@@ -167,16 +180,19 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             a.repetitions
         ))?;
     }
+    let mut curve = None;
     if let (Some(n), Some(first)) = (a.cost_curve, cases.first()) {
         let prompt = prompt_ids(&engine, first)?;
-        let curve = measure_cost_curve(&engine, &prompt, n.clamp(1, 63), a.repetitions as usize * 2 + 1)?;
-        print_curve(&mut out, &curve, prompt.len(), a.json)?;
+        let c = measure_cost_curve(&engine, &prompt, n.clamp(1, 63), a.repetitions as usize * 2 + 1)?;
+        print_curve(&mut out, &c, prompt.len(), a.json)?;
+        curve = Some(c);
     }
 
     let mut reports = Vec::new();
     for case in &cases {
         bar.set_message(case.id.clone());
-        let r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
+        let mut r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
+        r.hindsight_bound = curve.as_ref().map(|c| hindsight_bound(&r.accepted_lengths, &c.ratio));
         if !a.json {
             print_case_line(&mut out, &r, reports.is_empty())?;
         }
@@ -217,16 +233,21 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
         }
     }
     out.line("")?;
-    out.line("| task | cases | median speed-up | lowest | median tokens/pass | identical | llama.cpp lookup median |")?;
-    out.line("|---|---|---|---|---|---|---|")?;
+    out.line(
+        "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
+         | hindsight bound | identical | llama.cpp lookup median |",
+    )?;
+    out.line("|---|---|---|---|---|---|---|---|---|")?;
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
             t.min_ratio,
             t.median_tokens_per_step,
+            t.median_tokens_per_verify,
+            t.median_hindsight_bound.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
             if t.all_identical { "yes" } else { "NO" },
             t.llama_lookup_median_ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"))
         ))?;
@@ -354,7 +375,12 @@ fn run_case(
         spec_tps,
         ratio: spec_tps / plain_tps,
         tokens_per_step: sp.tokens_per_step,
-        accepted_per_verify: if sp.verify_steps == 0 { 0.0 } else { sp.accepted_tokens as f64 / sp.verify_steps as f64 },
+        accepted_per_verify: if sp.verify_steps == 0 {
+            0.0
+        } else {
+            sp.accepted_tokens as f64 / sp.verify_steps as f64
+        },
+        hindsight_bound: None,
         verify_steps: sp.verify_steps,
         decode_passes: sp.decode_passes,
         drafted_tokens: sp.drafted_tokens,
@@ -410,12 +436,17 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
         .map(|(task, rs)| {
             let ratios: Vec<f64> = rs.iter().map(|r| r.ratio).collect();
             let lookups: Vec<f64> = rs.iter().filter_map(|r| r.llama_lookup_ratio).collect();
+            let bounds: Vec<f64> = rs.iter().filter_map(|r| r.hindsight_bound).collect();
+            let verifying: Vec<f64> =
+                rs.iter().filter(|r| r.verify_steps > 0).map(|r| 1.0 + r.accepted_per_verify).collect();
             TaskReport {
                 summary_of_task: task.to_owned(),
                 cases: rs.len(),
                 median_ratio: median(&ratios),
                 min_ratio: ratios.iter().copied().fold(f64::INFINITY, f64::min),
                 median_tokens_per_step: median(&rs.iter().map(|r| r.tokens_per_step).collect::<Vec<_>>()),
+                median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
+                median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
                 all_identical: rs.iter().all(|r| r.identical),
                 llama_lookup_median_ratio: (!lookups.is_empty()).then(|| median(&lookups)),
             }
@@ -451,7 +482,35 @@ fn measure_cost_curve(engine: &Arc<Engine>, prompt: &[u32], max: usize, reps: us
             kv.truncate(base);
         }
     }
-    Ok(CostCurveReport { cost_curve_depth: base, single_ms: best[0] * 1e3, ratio: best.iter().map(|t| t / best[0]).collect() })
+    Ok(CostCurveReport {
+        cost_curve_depth: base,
+        single_ms: best[0] * 1e3,
+        ratio: best.iter().map(|t| t / best[0]).collect(),
+    })
+}
+
+/// Tokens over cost, in single-token passes, had each pass carried only the `a` drafted
+/// tokens it accepted: `accepted[a]` passes took `a + 1` tokens at cost(a + 1) each. Costs past
+/// the measured curve go on along its last step.
+fn hindsight_bound(accepted: &[usize], ratio: &[f64]) -> f64 {
+    let cost = |n: usize| match ratio {
+        [] => 1.0,
+        [r] => *r,
+        _ if n <= ratio.len() => ratio[n - 1],
+        _ => {
+            let (last, before) = (ratio[ratio.len() - 1], ratio[ratio.len() - 2]);
+            last + (last - before).max(0.0) * (n - ratio.len()) as f64
+        }
+    };
+    let (tokens, passes) = accepted
+        .iter()
+        .enumerate()
+        .fold((0.0, 0.0), |(t, p), (a, &count)| (t + (count * (a + 1)) as f64, p + count as f64 * cost(a + 1)));
+    if passes == 0.0 {
+        1.0
+    } else {
+        tokens / passes
+    }
 }
 
 fn print_curve(out: &mut Stdout, c: &CostCurveReport, depth: usize, json: bool) -> Result<()> {
@@ -536,6 +595,17 @@ mod tests {
     fn histogram_lists_occurring_lengths() {
         assert_eq!(histogram(&[3, 0, 2, 0, 1]), "0:3 2:2 4:1");
         assert_eq!(histogram(&[]), "");
+    }
+
+    #[test]
+    fn hindsight_bound_prices_each_pass_at_its_accepted_length() {
+        // Two plain passes (1 token each) and one pass that took 3 drafted tokens (4 tokens).
+        let ratio = [1.0, 1.2, 1.4, 1.6];
+        assert!((hindsight_bound(&[2, 0, 0, 1], &ratio) - 6.0 / 3.6).abs() < 1e-12);
+        // Past the curve, costs go on along its last step: cost(6) = 1.6 + 2 * 0.2.
+        assert!((hindsight_bound(&[0, 0, 0, 0, 0, 1], &ratio) - 6.0 / 2.0).abs() < 1e-12);
+        assert_eq!(hindsight_bound(&[5], &ratio), 1.0, "plain decoding is its own bound");
+        assert_eq!(hindsight_bound(&[], &ratio), 1.0);
     }
 
     #[test]

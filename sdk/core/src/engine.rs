@@ -6,7 +6,7 @@
 //! one matrix product at a time, so concurrent sessions interleave and each runs slower.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::chat::ChatTemplate;
@@ -19,6 +19,7 @@ use crate::model::{KvPrecision, LoadOptions, Logits, Model};
 use crate::quant::{self, Kernels};
 use crate::runtime::{self, ThreadPool};
 use crate::speculative::cost::CostModel;
+use crate::speculative::features::AcceptanceModel;
 use crate::tokenizer::Tokenizer;
 
 /// Context length used when neither the app nor the model asks for less: the KV cache is
@@ -72,6 +73,9 @@ pub struct Engine {
     info: ModelInfo,
     /// Measured cost of decode passes by batch size (speculative decoding plans with it).
     verify_costs: CostModel,
+    /// What speculative decoding's acceptance model has learned about this model: a session
+    /// starts from it and leaves here what it learns from each verified draft.
+    acceptance: Mutex<AcceptanceModel>,
     /// The vocabulary indexed for grammars, built at the first constrained request.
     grammar_vocab: OnceLock<std::result::Result<Arc<Vocabulary>, String>>,
 }
@@ -145,6 +149,7 @@ impl Engine {
             energy,
             info,
             verify_costs: CostModel::default(),
+            acceptance: Mutex::default(),
             grammar_vocab: OnceLock::new(),
         };
         engine.info.load_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -186,6 +191,21 @@ impl Engine {
     /// What decode passes of n tokens have cost on this engine (learned from its sessions).
     pub fn verify_costs(&self) -> &CostModel {
         &self.verify_costs
+    }
+
+    /// The acceptance model's weights as learned on this engine so far (they start from
+    /// fitted priors; see docs/speculative.md).
+    pub fn acceptance_weights(&self) -> Vec<f32> {
+        self.acceptance.lock().unwrap_or_else(|e| e.into_inner()).weights().to_vec()
+    }
+
+    pub(crate) fn acceptance_model(&self) -> AcceptanceModel {
+        self.acceptance.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Keeps what a session's acceptance model learned, for the sessions opened after it.
+    pub(crate) fn keep_acceptance_model(&self, learned: &AcceptanceModel) {
+        *self.acceptance.lock().unwrap_or_else(|e| e.into_inner()) = learned.clone();
     }
 
     pub(crate) fn energy(&self) -> &EnergyControl {
@@ -283,9 +303,7 @@ impl Engine {
 pub fn top_k_of(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
     let k = k.min(idx.len());
-    let cmp = |a: &u32, b: &u32| {
-        logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b))
-    };
+    let cmp = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));
     if k < idx.len() {
         idx.select_nth_unstable_by(k, cmp);
         idx.truncate(k);

@@ -99,7 +99,12 @@ fn collect(gen: impl Iterator<Item = tern::Result<Event>>) -> (Vec<u32>, String,
 
 /// The case answered with `spec`, then plainly in the same session (prompt reused from the
 /// cache): both answers, stats, and the context each left behind.
-fn both_ways(e: &Arc<Engine>, case: &Case, spec: SpeculationOptions, opts: SessionOptions) -> [(Vec<u32>, String, Stats, usize); 2] {
+fn both_ways(
+    e: &Arc<Engine>,
+    case: &Case,
+    spec: SpeculationOptions,
+    opts: SessionOptions,
+) -> [(Vec<u32>, String, Stats, usize); 2] {
     let opts = SessionOptions { system_prompt: case.system.clone(), speculation: spec, ..opts };
     let mut s = Session::new(e.clone(), opts).expect("session");
     let fast = collect(s.send(&case.user).expect("send"));
@@ -173,7 +178,12 @@ fn gemma3_dev_cases_are_identical() {
 #[test]
 fn automatic_mode_is_identical_too() {
     let _serial = serial();
-    check_identical(SMOLLM2, &["dev-summary-0", "dev-rag-1", "dev-reply-3"], SpeculationOptions::default(), TOKENS_PER_CASE);
+    check_identical(
+        SMOLLM2,
+        &["dev-summary-0", "dev-rag-1", "dev-reply-3"],
+        SpeculationOptions::default(),
+        TOKENS_PER_CASE,
+    );
 }
 
 #[test]
@@ -308,13 +318,51 @@ fn history_scope_feeds_the_drafter() {
 }
 
 #[test]
+fn sessions_start_from_what_the_engine_learned() {
+    let _serial = serial();
+    // A fresh engine: the shared ones have learned from other tests.
+    let e = Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("model loads");
+    let priors = e.acceptance_weights();
+    let case = workloads().into_iter().find(|c| c.id == "dev-rag-2").expect("case");
+    let answer = |spec: SpeculationOptions| {
+        let opts = SessionOptions {
+            system_prompt: case.system.clone(),
+            max_tokens: 24,
+            speculation: spec,
+            ..Default::default()
+        };
+        let mut s = Session::new(e.clone(), opts).expect("session");
+        collect(s.send(&case.user).expect("send"))
+    };
+    let first = answer(always(8));
+    assert!(first.2.speculation.verify_steps > 0);
+    let learned = e.acceptance_weights();
+    assert_ne!(learned, priors, "verified drafts teach the engine's acceptance model");
+    answer(SpeculationOptions::off());
+    assert_eq!(e.acceptance_weights(), learned, "a session without speculation leaves it alone");
+    // A second session goes on from there: its estimates are no longer the priors, and its
+    // answer is still the plain one.
+    let second = answer(always(8));
+    assert_eq!(second.0, first.0);
+    let after = e.acceptance_weights();
+    assert_ne!(after, learned);
+    let fresh = Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("model loads");
+    assert_eq!(fresh.acceptance_weights(), priors, "learning is per engine");
+}
+
+#[test]
 fn calibration_is_optional() {
     let _serial = serial();
     let e = engine(SMOLLM2);
     let case = workloads().into_iter().find(|c| c.id == "dev-ui-2").expect("case");
     let run = |positions: usize| {
         let spec = SpeculationOptions { calibration_positions: positions, ..always(8) };
-        let opts = SessionOptions { system_prompt: case.system.clone(), max_tokens: 8, speculation: spec, ..Default::default() };
+        let opts = SessionOptions {
+            system_prompt: case.system.clone(),
+            max_tokens: 8,
+            speculation: spec,
+            ..Default::default()
+        };
         let mut s = Session::new(e.clone(), opts).expect("session");
         collect(s.send(&case.user).expect("send"))
     };
@@ -351,10 +399,16 @@ fn grammar_holds_under_speculation() {
     let e = engine(SMOLLM2);
     let mut drafted = 0;
     for case in workloads().into_iter().filter(|c| c.task == "ui") {
-        let (screen, goal) = case.user.strip_prefix("Screen:\n").and_then(|r| r.split_once("\n\nGoal: ")).expect("ui case");
+        let (screen, goal) =
+            case.user.strip_prefix("Screen:\n").and_then(|r| r.split_once("\n\nGoal: ")).expect("ui case");
         let screen: Screen = serde_json::from_str(screen).expect("screen JSON");
         let run = |spec: SpeculationOptions| {
-            let opts = SessionOptions { system_prompt: case.system.clone(), max_tokens: 96, speculation: spec, ..Default::default() };
+            let opts = SessionOptions {
+                system_prompt: case.system.clone(),
+                max_tokens: 96,
+                speculation: spec,
+                ..Default::default()
+            };
             let mut s = Session::new(e.clone(), opts).expect("session");
             s.set_grammar(Some(&ui::action_grammar(&screen))).expect("schema compiles");
             collect(s.send(&ui::user_message(&screen, goal)).expect("send"))

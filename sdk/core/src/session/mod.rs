@@ -163,7 +163,7 @@ impl Session {
         };
         let kv = engine.model().new_kv_cache(capacity);
         let sampler = Sampler::new(opts.sampling.clone())?;
-        let spec = Speculator::new(&opts.speculation);
+        let spec = Speculator::new(&opts.speculation, engine.acceptance_model());
         log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
             engine,
@@ -202,7 +202,7 @@ impl Session {
         speculation.validate()?;
         match (&mut self.spec, speculation.is_on()) {
             (Some(spec), true) => spec.reconfigure(&speculation),
-            (_, on) => self.spec = if on { Speculator::new(&speculation) } else { None },
+            (_, on) => self.spec = if on { Speculator::new(&speculation, self.engine.acceptance_model()) } else { None },
         }
         self.opts.speculation = speculation;
         Ok(())

@@ -22,7 +22,8 @@ use crate::speculative::{agreeing_tail, verify, DraftLimits, SpeculationOptions,
 pub(super) const CALIBRATION_CHUNK: usize = 32;
 
 /// A session's speculation state; it lives as long as the session, so the acceptance model
-/// keeps learning across answers.
+/// keeps learning across answers. The model starts from what the engine's earlier sessions
+/// learned, and what it learns from each verified draft is left with the engine.
 #[derive(Debug)]
 pub(super) struct Speculator {
     pub(super) opts: SpeculationOptions,
@@ -41,13 +42,13 @@ pub(super) struct Speculator {
 }
 
 impl Speculator {
-    pub(super) fn new(opts: &SpeculationOptions) -> Option<Speculator> {
+    pub(super) fn new(opts: &SpeculationOptions, model: AcceptanceModel) -> Option<Speculator> {
         let limits = opts.limits()?;
         Some(Speculator {
             opts: opts.clone(),
             limits,
             drafter: Drafter::default(),
-            model: AcceptanceModel::default(),
+            model,
             controller: Controller::default(),
             tree: DraftTree::default(),
             history: None,
@@ -95,7 +96,12 @@ impl Speculator {
     }
 
     /// Stores the predictions of a prefill pass whose rows are prompt positions `first..`.
-    pub(super) fn calibrate<'r>(&mut self, first: usize, rows: impl Iterator<Item = &'r [f32]>, prompt: &[u32]) -> usize {
+    pub(super) fn calibrate<'r>(
+        &mut self,
+        first: usize,
+        rows: impl Iterator<Item = &'r [f32]>,
+        prompt: &[u32],
+    ) -> usize {
         let mut n = 0;
         for (i, row) in rows.enumerate() {
             let pos = first + i;
@@ -222,6 +228,9 @@ impl Generation<'_> {
         let accepted = spec.slots.len() - 1;
         let depth = spec.tree.nodes().iter().map(|n| n.depth).max().unwrap_or(0);
         spec.controller.record(batch, depth, accepted);
+        if batch > 1 {
+            self.session.engine.keep_acceptance_model(&spec.model);
+        }
         // The slots are ascending and inside the pass: keeping them cannot fail.
         let kept = self.session.kv.keep_slots(base, &spec.slots);
         debug_assert!(kept);
@@ -261,7 +270,8 @@ impl Generation<'_> {
         if stats.decode_passes == 0 {
             stats.decode_passes = self.decode_steps;
         }
-        stats.tokens_per_step = if stats.decode_passes == 0 { 0.0 } else { self.decode_steps as f64 / stats.decode_passes as f64 };
+        stats.tokens_per_step =
+            if stats.decode_passes == 0 { 0.0 } else { self.decode_steps as f64 / stats.decode_passes as f64 };
         if let Some(scope) = self.history.as_ref().filter(|s| s.record_answers && !self.answer.is_empty()) {
             if let Err(e) = scope.store.add(&scope.key, &self.answer) {
                 stats.history_error = Some(e.to_string());
