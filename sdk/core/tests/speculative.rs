@@ -97,6 +97,19 @@ fn collect(gen: impl Iterator<Item = tern::Result<Event>>) -> (Vec<u32>, String,
     (ids, text, stats.expect("a Done event ends every generation"), multi)
 }
 
+/// The case answered once in a new session, with `spec` and at most `max_tokens` new tokens.
+fn answer_case(
+    e: &Arc<Engine>,
+    case: &Case,
+    spec: SpeculationOptions,
+    max_tokens: usize,
+) -> (Vec<u32>, String, Stats, usize) {
+    let opts =
+        SessionOptions { system_prompt: case.system.clone(), max_tokens, speculation: spec, ..Default::default() };
+    let mut s = Session::new(e.clone(), opts).expect("session");
+    collect(s.send(&case.user).expect("send"))
+}
+
 /// The case answered with `spec`, then plainly in the same session (prompt reused from the
 /// cache): both answers, stats, and the context each left behind.
 fn both_ways(
@@ -324,16 +337,7 @@ fn sessions_start_from_what_the_engine_learned() {
     let e = Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("model loads");
     let priors = e.acceptance_weights();
     let case = workloads().into_iter().find(|c| c.id == "dev-rag-2").expect("case");
-    let answer = |spec: SpeculationOptions| {
-        let opts = SessionOptions {
-            system_prompt: case.system.clone(),
-            max_tokens: 24,
-            speculation: spec,
-            ..Default::default()
-        };
-        let mut s = Session::new(e.clone(), opts).expect("session");
-        collect(s.send(&case.user).expect("send"))
-    };
+    let answer = |spec: SpeculationOptions| answer_case(&e, &case, spec, 24);
     let first = answer(always(8));
     assert!(first.2.speculation.verify_steps > 0);
     let learned = e.acceptance_weights();
@@ -356,15 +360,7 @@ fn calibration_is_optional() {
     let e = engine(SMOLLM2);
     let case = workloads().into_iter().find(|c| c.id == "dev-ui-2").expect("case");
     let run = |positions: usize| {
-        let spec = SpeculationOptions { calibration_positions: positions, ..always(8) };
-        let opts = SessionOptions {
-            system_prompt: case.system.clone(),
-            max_tokens: 8,
-            speculation: spec,
-            ..Default::default()
-        };
-        let mut s = Session::new(e.clone(), opts).expect("session");
-        collect(s.send(&case.user).expect("send"))
+        answer_case(&e, &case, SpeculationOptions { calibration_positions: positions, ..always(8) }, 8)
     };
     let (on, off, few) = (run(4096), run(0), run(50));
     assert_eq!(on.0, off.0);
