@@ -435,22 +435,40 @@ fn attn_chunk_ok(q: &[f32], heads: usize, rows: KvHeadRows<'_>, slots: &[u32], s
         && rows_ok
 }
 
+/// A set's attention chunk: its own `kernel` where it handles the head size (`handles`), else
+/// the reference's plan over the set's f16 row kernels; nothing when the sizes do not check out
+/// ([`attn_chunk_ok`], which the kernel relies on).
+#[allow(dead_code)] // not every target has a SIMD attention kernel
+#[allow(clippy::too_many_arguments)]
+fn simd_attn_chunk(
+    handles: fn(usize) -> bool,
+    kernel: impl Fn(&[f32], usize, KvHeadRows<'_>, &[u32], f32, &mut [f32], &mut [f32]),
+    dot: impl Fn(&[f16], &[f32]) -> f32,
+    axpy: impl Fn(f32, &[f16], &mut [f32]),
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    if !attn_chunk_ok(q, heads, rows, slots, scores, out) {
+        return;
+    }
+    if handles(q.len() / heads) {
+        kernel(q, heads, rows, slots, scale, scores, out)
+    } else {
+        r::attn_chunk_rows(dot, axpy, q, heads, rows, slots, scale, scores, out)
+    }
+}
+
 /// A SIMD kernel set: byte-level wrappers over `crate::quant::$simd` and its table. The
 /// `unsafe` calls are sound because the table is handed out only by `$detect`, which checks the
 /// CPU features the module's functions are compiled for. `$special` lists dedicated `mat_mat`
-/// kernels that replace the per-token loop over `mat_vec`; `$packing` the set's repacked layout.
+/// kernels that replace the per-token loop over `mat_vec`; `$packing` the set's repacked layout;
+/// `$attn` its attention chunk.
 macro_rules! simd_set {
-    ($fns:ident, $table:ident, $($simd:ident)::+, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }, $packing:expr) => {
-        simd_set!($fns, $table, $($simd)::+, $isa, { $($special => $sfn),* }, $packing,
-            |q, heads, rows, slots, scale, scores, out| {
-                if attn_chunk_ok(q, heads, rows, slots, scores, out) {
-                    // SAFETY: the table is handed out after checking the CPU.
-                    let dot = |x: &[f16], y: &[f32]| unsafe { crate::quant::$($simd)::+::vec_dot_f16_f32(x, y) };
-                    let axpy = |a: f32, x: &[f16], y: &mut [f32]| unsafe { crate::quant::$($simd)::+::axpy_f16_f32(a, x, y) };
-                    r::attn_chunk_rows(dot, axpy, q, heads, rows, slots, scale, scores, out)
-                }
-            });
-    };
     ($fns:ident, $table:ident, $($simd:ident)::+, $isa:literal, { $($special:ident => $sfn:path),* $(,)? }, $packing:expr, $attn:expr) => {
         mod $fns {
             use super::*;
@@ -568,11 +586,43 @@ dedicated_mat_mat!(
     avx2_mat_mat, x86::avx2
 );
 
+/// The attention chunk of the AVX2 and AVX-VNNI sets (see [`simd_attn_chunk`]).
+#[cfg(target_arch = "x86_64")]
+fn avx2_attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    use crate::quant::x86::{avx2, avx2_attn};
+    // SAFETY (all three): only the tables of sets that require AVX2, FMA and F16C point here,
+    // and they are handed out after checking the CPU; `simd_attn_chunk` runs the kernel only
+    // on checked sizes and a head size it handles.
+    simd_attn_chunk(
+        avx2_attn::handles_head_dim,
+        |q, heads, rows, slots, scale, scores, out| unsafe {
+            avx2_attn::attn_chunk(q, heads, rows, slots, scale, scores, out)
+        },
+        |x, y| unsafe { avx2::vec_dot_f16_f32(x, y) },
+        |a, x, y| unsafe { avx2::axpy_f16_f32(a, x, y) },
+        q,
+        heads,
+        rows,
+        slots,
+        scale,
+        scores,
+        out,
+    )
+}
+
 #[cfg(target_arch = "x86_64")]
 simd_set!(avx2_fns, AVX2, x86::avx2, "avx2", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
-}, Some(&avx2_packed::PACKING));
+}, Some(&avx2_packed::PACKING), avx2_attn_chunk);
 
 // The AVX-512 set: VNNI kernels on 16-row tiles when weights are repacked; on ggml's layout
 // (repacking off) the AVX2 kernels, which every AVX-512 CPU runs.
@@ -600,13 +650,13 @@ simd_set!(avx512_fns, AVX512, x86::avx2, "avx512", {
 simd_set!(avxvnni_vex_fns, AVXVNNI_VEX, x86::avx2, "avxvnni", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
-}, Some(&avxvnni_vex_packed::PACKING));
+}, Some(&avxvnni_vex_packed::PACKING), avx2_attn_chunk);
 
 #[cfg(all(target_arch = "x86_64", tern_avx512))]
 simd_set!(avxvnni_evex_fns, AVXVNNI_EVEX, x86::avx2, "avxvnni", {
     Q4_0 => avx2_mat_mat::mm_q4_0, Q4_1 => avx2_mat_mat::mm_q4_1, Q5_0 => avx2_mat_mat::mm_q5_0,
     Q8_0 => avx2_mat_mat::mm_q8_0, Q4_K => avx2_mat_mat::mm_q4_k, Q6_K => avx2_mat_mat::mm_q6_k,
-}, Some(&avxvnni_evex_packed::PACKING));
+}, Some(&avxvnni_evex_packed::PACKING), avx2_attn_chunk);
 
 /// Inside a [`packed_set!`] module: each `$wrapper` checks a call's extents, then runs
 /// `k::$kernel`; `mat_mat` maps each type to its wrapper.
@@ -724,11 +774,42 @@ fn packed_mat_mat_bytes(
     tiles_ok && act_ok && out_ok
 }
 
+/// The attention chunk of the aarch64 sets (see [`simd_attn_chunk`]).
 #[cfg(target_arch = "aarch64")]
-simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None);
+fn neon_attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    use crate::quant::aarch64::{attn, neon};
+    // SAFETY (all three): NEON is part of every aarch64 target; `simd_attn_chunk` runs the
+    // kernel only on checked sizes and a head size it handles.
+    simd_attn_chunk(
+        attn::handles_head_dim,
+        |q, heads, rows, slots, scale, scores, out| unsafe {
+            attn::attn_chunk(q, heads, rows, slots, scale, scores, out)
+        },
+        |x, y| unsafe { neon::vec_dot_f16_f32(x, y) },
+        |a, x, y| unsafe { neon::axpy_f16_f32(a, x, y) },
+        q,
+        heads,
+        rows,
+        slots,
+        scale,
+        scores,
+        out,
+    )
+}
 
 #[cfg(target_arch = "aarch64")]
-simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, Some(&dotprod_packed::PACKING));
+simd_set!(neon_fns, NEON, aarch64::neon, "neon", {}, None, neon_attn_chunk);
+
+#[cfg(target_arch = "aarch64")]
+simd_set!(dotprod_fns, DOTPROD, aarch64::dotprod, "dotprod", {}, Some(&dotprod_packed::PACKING), neon_attn_chunk);
 
 packed_set!(
     /// The dotprod set's `sdot` kernels on 8-row tiles of 4-byte column groups.
@@ -748,7 +829,7 @@ dedicated_mat_mat!(
 simd_set!(i8mm_fns, I8MM, aarch64::i8mm, "i8mm", {
     Q4_0 => i8mm_mat_mat::mm_q4_0, Q4_1 => i8mm_mat_mat::mm_q4_1, Q5_0 => i8mm_mat_mat::mm_q5_0,
     Q8_0 => i8mm_mat_mat::mm_q8_0, Q4_K => i8mm_mat_mat::mm_q4_k, Q6_K => i8mm_mat_mat::mm_q6_k,
-}, Some(&i8mm_packed::PACKING));
+}, Some(&i8mm_packed::PACKING), neon_attn_chunk);
 
 packed_set!(
     /// The i8mm set's `smmla` kernels on 8-row tiles of 8-byte column groups (Q5_0: the dotprod

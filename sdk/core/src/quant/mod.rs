@@ -18,6 +18,22 @@
 //! a [`packed::Packing`]: a tiled weight layout built at load and the kernels that read it (the
 //! `avx512` set does).
 
+/// Evaluates `$call` with the constant `$G` set to the head count `$g` (1 to 8; more take 8).
+/// The SIMD attention chunk kernels are instantiated per head count so that their per-head
+/// loops unroll and the accumulators stay in registers.
+#[allow(unused_macros)]
+macro_rules! by_head_count {
+    ($g:expr, $G:ident => $call:expr) => {
+        by_head_count!(@arms $g, $G, $call, 1 2 3 4 5 6 7)
+    };
+    (@arms $g:expr, $G:ident, $call:expr, $($n:literal)*) => {
+        match $g {
+            $($n => { const $G: usize = $n; $call })*
+            _ => { const $G: usize = 8; $call }
+        }
+    };
+}
+
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod blocks;

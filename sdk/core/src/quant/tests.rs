@@ -768,6 +768,51 @@ fn attention_chunks_match_reference() {
 }
 
 #[test]
+fn attention_heads_do_not_depend_on_their_group() {
+    // A head's output, bit for bit, whether it shares the call with other heads or runs alone
+    // (9 heads: a group of 8 and one of 1). 40: f16 rows only (not a multiple of KEY_GROUP).
+    let mut rng = Rng(0x5eed);
+    for hd in [40, 48] {
+        let (heads, rows, n) = (9, 30, 27);
+        let keys: Vec<f16> = activations(&mut rng, rows * hd).into_iter().map(f16::from_f32).collect();
+        let values: Vec<f16> = activations(&mut rng, rows * hd).into_iter().map(f16::from_f32).collect();
+        let k8: Vec<i8> = keys.iter().map(|v| (v.to_f32() * 6.0).round().clamp(-127.0, 127.0) as i8).collect();
+        let v8: Vec<u8> = (0..rows * hd).map(|i| (i * 37 % 256) as u8).collect();
+        let scales: Vec<f32> = (0..rows * hd / KEY_GROUP).map(|i| 0.1 + i as f32 * 1e-3).collect();
+        let q = activations(&mut rng, heads * hd);
+        let slots: Vec<u32> = (0..n).map(|i| ((i * 11 + 5) % rows) as u32).collect();
+        let mut kinds = vec![KvHeadRows::F16 { keys: &keys, values: &values, stride: hd }];
+        if hd % KEY_GROUP == 0 {
+            kinds.push(KvHeadRows::Int8Fp8 {
+                keys: &k8,
+                key_scales: &scales,
+                values: &v8,
+                value_scales: &scales[..rows],
+                stride: hd,
+                key_scale_stride: hd / KEY_GROUP,
+                value_scale_stride: 1,
+            });
+        }
+        for kv_rows in kinds {
+            for k in available_kernels() {
+                let run = |q: &[f32], h: usize| {
+                    let mut scores = vec![0f32; h * n];
+                    let mut out = vec![f32::NAN; h * (hd + 2)];
+                    (k.attn_chunk())(q, h, kv_rows, &slots, 0.2, &mut scores, &mut out);
+                    out
+                };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let all = run(&q, heads);
+                for h in 0..heads {
+                    let (alone, shared) = (run(&q[h * hd..(h + 1) * hd], 1), &all[h * (hd + 2)..(h + 1) * (hd + 2)]);
+                    assert_eq!(bits(&alone), bits(shared), "{} hd={hd} head {h}", k.isa);
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn e4m3_rows_round_to_nearest_code() {
     // Every code's value (times a scale that maps 448 to 448): read back exactly.
     let values: Vec<f32> = (0..=255u8)

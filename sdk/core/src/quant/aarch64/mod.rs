@@ -8,6 +8,8 @@
 //!   token) sums per instruction, and the `dotprod` kernels for one token; on repacked weights,
 //!   `smmla` on token pairs over the 8-byte-wide tiles of [`tile8`].
 //!
+//! [`attn`], the attention over a chunk of cached positions, is NEON and shared by all three.
+//!
 //! The dotprod and i8mm intrinsics are not stable on our minimum Rust, so those instructions are
 //! written with `asm!` and enable their extension in the assembler only; dispatch hands a set
 //! out only after checking the CPU has it. Everything else is NEON, part of every aarch64 target
@@ -24,6 +26,7 @@
 // function.
 #![allow(clippy::missing_safety_doc)]
 
+pub mod attn;
 pub mod dotprod;
 pub mod i8mm;
 pub mod neon;

@@ -62,25 +62,9 @@ pub unsafe fn attn_chunk(
     for h0 in (0..heads).step_by(MAX_HEADS) {
         let g = (heads - h0).min(MAX_HEADS);
         let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
-        // One instance per head count: the per-head loops unroll and the accumulators stay in
-        // registers. Each head is computed the same way in every instance.
-        macro_rules! by_heads {
-            ($f:ident, $($args:expr),*) => {
-                match g {
-                    1 => $f::<1>($($args),*),
-                    2 => $f::<2>($($args),*),
-                    3 => $f::<3>($($args),*),
-                    4 => $f::<4>($($args),*),
-                    5 => $f::<5>($($args),*),
-                    6 => $f::<6>($($args),*),
-                    7 => $f::<7>($($args),*),
-                    _ => $f::<8>($($args),*),
-                }
-            };
-        }
         match rows {
             KvHeadRows::F16 { keys, values, stride } => {
-                by_heads!(chunk_f16, q, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
+                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out))
             }
             KvHeadRows::Int8Fp8 {
                 keys,
@@ -93,7 +77,7 @@ pub unsafe fn attn_chunk(
             } => {
                 let (keys, key_scales, value_scales) = (keys.as_ptr(), key_scales.as_ptr(), value_scales.as_ptr());
                 let rows = Int8Rows { keys, key_scales, value_scales, key_scale_stride, value_scale_stride };
-                by_heads!(chunk_int8, q, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
+                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values.as_ptr(), stride, slots, scale, scores, out))
             }
         }
     }

@@ -3,6 +3,7 @@
 //! - [`avx2`]: AVX2 + FMA + F16C, on ggml's block layouts (GEMV per token, 4-token GEMM).
 //! - [`avx2_packed`]: the same instructions on weights repacked into 8-row tiles ([`tile8`], the
 //!   layout; [`super::packed`], the abstraction).
+//! - [`avx2_attn`]: the same instructions' attention chunk (`avx512_attn`'s plan on 256 bits).
 //! - `avx512`: AVX-512 F/BW/VL + VNNI on weights repacked into 16-row tiles (`tile16`, the
 //!   layout; [`super::packed`], the abstraction); compiled only with Rust 1.89 or newer (see
 //!   `build.rs`).
@@ -12,6 +13,7 @@
 //!   rows, the tiles × tokens loop).
 
 pub mod avx2;
+pub mod avx2_attn;
 pub mod avx2_packed;
 pub mod tile8;
 pub mod tiles;

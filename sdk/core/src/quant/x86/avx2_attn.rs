@@ -1,0 +1,270 @@
+//! AVX2 attention over a chunk of cached positions (see [`AttnChunkFn`]): the plan of the
+//! AVX-512 chunk kernel on 256-bit vectors. Keys and values (f16, or int8 keys and fp8 values)
+//! are converted in registers, every query head of the KV head is served by one read of each
+//! row, eight rows' dot products are summed by one transposing reduction, and `exp` is
+//! vectorised.
+//!
+//! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
+//! CPU, that every slot's key and value rows lie inside `keys` and `values`, and that heads are
+//! at most [`MAX_HEAD_DIM`] long and a multiple of 8.
+//!
+//! [`AttnChunkFn`]: crate::quant::AttnChunkFn
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+use crate::quant::{KvHeadRows, KEY_GROUP};
+
+/// Query heads handled per pass (every model here has at most 7 per KV head).
+const MAX_HEADS: usize = 8;
+
+/// The longest head handled (the caller sends longer ones elsewhere).
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// Whether this kernel handles heads of `hd` elements.
+pub fn handles_head_dim(hd: usize) -> bool {
+    hd <= MAX_HEAD_DIM && hd % 8 == 0
+}
+
+/// `e^x`, within 2 ulp, exactly 1 at 0; 0 below -87.3. Cephes' `expf`: `x = n ln 2 + r` with
+/// `|r| <= ln 2 / 2`, a degree-7 polynomial for `e^r`, then times `2^n` built in the exponent
+/// field (`n` lies in -126..=127 after the clamp, so `2^n` is a normal number).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn exp_ps(x: __m256) -> __m256 {
+    let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336_55)), _mm256_set1_ps(88.0));
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x,
+        _mm256_set1_ps(std::f32::consts::LOG2_E),
+    ));
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+    let mut p = _mm256_set1_ps(1.987_569_2e-4);
+    for c in [1.398_2e-3, 8.333_452e-3, 4.166_579_6e-2, 0.166_666_65, 0.5] {
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+    }
+    let y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+    let pow2 = _mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)));
+    _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    for h0 in (0..heads).step_by(MAX_HEADS) {
+        let g = (heads - h0).min(MAX_HEADS);
+        let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+        match rows {
+            KvHeadRows::F16 { keys, values, stride } => {
+                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out))
+            }
+            KvHeadRows::Int8Fp8 {
+                keys,
+                key_scales,
+                values,
+                value_scales,
+                stride,
+                key_scale_stride,
+                value_scale_stride,
+            } => {
+                let (keys, key_scales, value_scales) = (keys.as_ptr(), key_scales.as_ptr(), value_scales.as_ptr());
+                let rows = Int8Rows { keys, key_scales, value_scales, key_scale_stride, value_scale_stride };
+                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values.as_ptr(), stride, slots, scale, scores, out))
+            }
+        }
+    }
+}
+
+/// Where int8 key rows and the key and value scales are.
+#[derive(Clone, Copy)]
+struct Int8Rows {
+    keys: *const i8,
+    key_scales: *const f32,
+    value_scales: *const f32,
+    key_scale_stride: usize,
+    value_scale_stride: usize,
+}
+
+/// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as
+/// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor. Up to [`MAX_HEADS`]
+/// heads: scores eight rows at a time, softmax per head, values 16 dimensions at a time.
+macro_rules! chunk_kernel {
+    ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident| $key:expr,
+     |$vp:ident| $value:expr, |$vs:ident| $vscale:expr) => {
+        #[inline]
+        #[target_feature(enable = "avx2,fma,f16c")]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<const G: usize>(
+            q: &[f32],
+            hd: usize,
+            $kr: $K,
+            vp: *const $V,
+            stride: usize,
+            slots: &[u32],
+            scale: f32,
+            scores: &mut [f32],
+            out: &mut [f32],
+        ) {
+            let n = slots.len();
+            let nv = hd / 8;
+            let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
+
+            // Scores, 8 rows at a time: each key row is converted once and its lane-wise
+            // products with every head kept (the queries are read from memory, folded into
+            // the multiply-adds); each head's 8 vectors are then summed together.
+            let mut part = [[_mm256_setzero_ps(); 8]; G];
+            for j0 in (0..n).step_by(8) {
+                let m = (n - j0).min(8);
+                for jj in 0..8 {
+                    if jj >= m {
+                        part.iter_mut().for_each(|p| p[jj] = _mm256_setzero_ps());
+                        continue;
+                    }
+                    let $slot = slots[j0 + jj];
+                    let mut acc = [_mm256_setzero_ps(); G];
+                    for v in 0..nv {
+                        let ($v, $off) = (v, $slot as usize * stride + 8 * v);
+                        let k = $key;
+                        for (i, a) in acc.iter_mut().enumerate() {
+                            *a = _mm256_fmadd_ps(k, _mm256_loadu_ps(qp.add(i * hd + 8 * v)), *a);
+                        }
+                    }
+                    for (p, a) in part.iter_mut().zip(&acc) {
+                        p[jj] = *a;
+                    }
+                }
+                for (i, p) in part.iter().enumerate() {
+                    let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
+                    _mm256_maskstore_ps(sp.add(i * n + j0), first_lanes(m), sums);
+                }
+            }
+
+            // Softmax numerators and their sums, per head.
+            for i in 0..G {
+                let s = sp.add(i * n);
+                let mut mx = _mm256_set1_ps(f32::NEG_INFINITY);
+                let full = n / 8 * 8;
+                for j in (0..full).step_by(8) {
+                    mx = _mm256_max_ps(mx, _mm256_loadu_ps(s.add(j)));
+                }
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), mx);
+                let max = lanes
+                    .iter()
+                    .chain(std::slice::from_raw_parts(s.add(full), n - full))
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                let mut sum = _mm256_setzero_ps();
+                for j in (0..n).step_by(8) {
+                    let mask = first_lanes(n - j);
+                    let e = exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s.add(j), mask), _mm256_set1_ps(max)));
+                    // Rounded to f16, as the reference (see `AttnChunkFn`).
+                    let e = _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e));
+                    _mm256_maskstore_ps(s.add(j), mask, e);
+                    sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
+                }
+                _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
+                *op.add(i * (hd + 2)) = max;
+                *op.add(i * (hd + 2) + 1) = lanes.iter().sum();
+            }
+
+            // Weighted sums of value rows, 16 dimensions of every head at a time.
+            for v0 in (0..nv).step_by(2) {
+                let two = nv - v0 >= 2;
+                let mut acc = [[_mm256_setzero_ps(); 2]; G];
+                for (j, &slot) in slots.iter().enumerate() {
+                    let row = vp.add(slot as usize * stride + 8 * v0);
+                    let $vs = slot as usize;
+                    let vs: f32 = $vscale;
+                    let x0 = {
+                        let $vp = row;
+                        $value
+                    };
+                    let x1 = if two {
+                        let $vp = row.add(8);
+                        $value
+                    } else {
+                        _mm256_setzero_ps()
+                    };
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        let p = _mm256_set1_ps(*sp.add(i * n + j) * vs);
+                        a[0] = _mm256_fmadd_ps(p, x0, a[0]);
+                        a[1] = _mm256_fmadd_ps(p, x1, a[1]);
+                    }
+                }
+                for (i, a) in acc.iter().enumerate() {
+                    let o = op.add(i * (hd + 2) + 2 + 8 * v0);
+                    _mm256_storeu_ps(o, a[0]);
+                    if two {
+                        _mm256_storeu_ps(o.add(8), a[1]);
+                    }
+                }
+            }
+        }
+    };
+}
+
+chunk_kernel!(chunk_f16, *const f16, f16, |keys, _slot, _v, off| load_f16(keys.add(off)), |p| load_f16(p), |_slot| 1.0);
+
+chunk_kernel!(
+    chunk_int8,
+    Int8Rows,
+    u8,
+    // Element 8v of the row lies in key group 8v / KEY_GROUP.
+    |rows, slot, v, off| {
+        let d = *rows.key_scales.add(slot as usize * rows.key_scale_stride + 8 * v / KEY_GROUP);
+        let k = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(rows.keys.add(off).cast())));
+        _mm256_mul_ps(k, _mm256_set1_ps(d))
+    },
+    // e4m3 codes as f16 bits: sign to the top, exponent and mantissa up by 7 (`e4m3_f16_bits`).
+    |p| {
+        let b = _mm_cvtepu8_epi16(_mm_loadl_epi64(p.cast()));
+        let sign = _mm_slli_epi16::<8>(_mm_and_si128(b, _mm_set1_epi16(0x80)));
+        let rest = _mm_slli_epi16::<7>(_mm_and_si128(b, _mm_set1_epi16(0x7F)));
+        _mm256_cvtph_ps(_mm_or_si128(sign, rest))
+    },
+    |slot| *rows.value_scales.add(slot * rows.value_scale_stride)
+);
+
+/// 8 f16 at `p` -> f32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_f16(p: *const f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+}
+
+/// Lane `j` of the result: the sum of the 8 lanes of `a[j]`. Three pairwise-add levels and
+/// one cross-half add; each lane's sum depends only on its own vector, in a fixed order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum8(a: &[__m256; 8]) -> __m256 {
+    // Per 128-bit half: the pair sums of two inputs, then the quad sums of four.
+    let h01 = _mm256_hadd_ps(a[0], a[1]);
+    let h23 = _mm256_hadd_ps(a[2], a[3]);
+    let h45 = _mm256_hadd_ps(a[4], a[5]);
+    let h67 = _mm256_hadd_ps(a[6], a[7]);
+    // Lanes (k, k + 4) of these: input k's (low, high) quad sums, inputs 0..4 and 4..8.
+    let lo4 = _mm256_hadd_ps(h01, h23);
+    let hi4 = _mm256_hadd_ps(h45, h67);
+    let low_halves = _mm256_permute2f128_ps::<0x20>(lo4, hi4);
+    let high_halves = _mm256_permute2f128_ps::<0x31>(lo4, hi4);
+    _mm256_add_ps(low_halves, high_halves)
+}
+
+/// A lane mask of the first `left.min(8)` lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn first_lanes(left: usize) -> __m256i {
+    const ONES_THEN_ZEROS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+    _mm256_loadu_si256(ONES_THEN_ZEROS.as_ptr().add(8 - left.min(8)).cast())
+}
