@@ -86,14 +86,14 @@ pub unsafe fn attn_chunk(
     }
 }
 
-/// Where int8 key rows and the key and value scales are.
+/// Where int8 key rows and the key and value scales are (the AVX-512 kernel's too).
 #[derive(Clone, Copy)]
-struct Int8Rows {
-    keys: *const i8,
-    key_scales: *const f32,
-    value_scales: *const f32,
-    key_scale_stride: usize,
-    value_scale_stride: usize,
+pub(super) struct Int8Rows {
+    pub(super) keys: *const i8,
+    pub(super) key_scales: *const f32,
+    pub(super) value_scales: *const f32,
+    pub(super) key_scale_stride: usize,
+    pub(super) value_scale_stride: usize,
 }
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as

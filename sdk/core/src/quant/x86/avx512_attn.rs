@@ -14,6 +14,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::avx2_attn::Int8Rows;
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
@@ -81,16 +82,6 @@ pub unsafe fn attn_chunk(
             }
         }
     }
-}
-
-/// Where int8 key rows and the key and value scales are.
-#[derive(Clone, Copy)]
-struct Int8Rows {
-    keys: *const i8,
-    key_scales: *const f32,
-    value_scales: *const f32,
-    key_scale_stride: usize,
-    value_scale_stride: usize,
 }
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
