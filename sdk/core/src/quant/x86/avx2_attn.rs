@@ -51,40 +51,58 @@ pub unsafe fn exp_ps(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn attn_chunk(
-    q: &[f32],
-    heads: usize,
-    rows: KvHeadRows<'_>,
-    slots: &[u32],
-    scale: f32,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    let hd = q.len() / heads;
-    for h0 in (0..heads).step_by(MAX_HEADS) {
-        let g = (heads - h0).min(MAX_HEADS);
-        let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
-        match rows {
-            KvHeadRows::F16 { keys, values, stride } => {
-                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out))
-            }
-            KvHeadRows::Int8Fp8 {
-                keys,
-                key_scales,
-                values,
-                value_scales,
-                stride,
-                key_scale_stride,
-                value_scale_stride,
-            } => {
-                let (keys, key_scales, value_scales) = (keys.as_ptr(), key_scales.as_ptr(), value_scales.as_ptr());
-                let rows = Int8Rows { keys, key_scales, value_scales, key_scale_stride, value_scale_stride };
-                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values.as_ptr(), stride, slots, scale, scores, out))
+/// The entry point of an x86 chunk kernel module with target features `$features`: the
+/// query heads in groups of at most `MAX_HEADS`, each group through the module's `chunk_f16`
+/// or `chunk_int8` instance for its head count.
+macro_rules! attn_chunk_entry {
+    ($features:literal) => {
+        #[target_feature(enable = $features)]
+        pub unsafe fn attn_chunk(
+            q: &[f32],
+            heads: usize,
+            rows: KvHeadRows<'_>,
+            slots: &[u32],
+            scale: f32,
+            scores: &mut [f32],
+            out: &mut [f32],
+        ) {
+            let hd = q.len() / heads;
+            for h0 in (0..heads).step_by(MAX_HEADS) {
+                let g = (heads - h0).min(MAX_HEADS);
+                let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+                match rows {
+                    KvHeadRows::F16 { keys, values, stride } => {
+                        let (keys, values) = (keys.as_ptr(), values.as_ptr());
+                        by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out))
+                    }
+                    KvHeadRows::Int8Fp8 {
+                        keys,
+                        key_scales,
+                        values,
+                        value_scales,
+                        stride,
+                        key_scale_stride,
+                        value_scale_stride,
+                    } => {
+                        let rows = Int8Rows {
+                            keys: keys.as_ptr(),
+                            key_scales: key_scales.as_ptr(),
+                            value_scales: value_scales.as_ptr(),
+                            key_scale_stride,
+                            value_scale_stride,
+                        };
+                        let values = values.as_ptr();
+                        by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out))
+                    }
+                }
             }
         }
-    }
+    };
 }
+
+pub(super) use attn_chunk_entry;
+
+attn_chunk_entry!("avx2,fma,f16c");
 
 /// Where int8 key rows and the key and value scales are (the AVX-512 kernel's too).
 #[derive(Clone, Copy)]
