@@ -82,12 +82,18 @@ fn packed_gemv_and_gemm(c: &mut Criterion) {
     }
 }
 
-/// One KV head with 3 query heads of size 64 over 1536 cached positions (SmolLM2 decoding at
-/// depth), in chunks of 256 as the model runs it; f16 rows and int8/fp8 rows.
+/// One KV head of size 64 over 1536 cached positions, in chunks of 256 as the model runs it; f16
+/// rows and int8/fp8 rows. 3 query heads: SmolLM2 decoding at depth; 24: its 8-token verifying
+/// pass (every token's heads served by one read of each chunk).
 fn attention(c: &mut Criterion) {
+    for heads in [3, 24] {
+        attention_heads(c, heads);
+    }
+}
+
+fn attention_heads(c: &mut Criterion, heads: usize) {
     const POSITIONS: usize = 1536;
     const HEAD: usize = 64;
-    const HEADS: usize = 3;
     let vals: Vec<f32> = (0..POSITIONS * HEAD).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
     let keys: Vec<f16> = vals.iter().map(|&v| f16::from_f32(v)).collect();
     let k8: Vec<i8> = vals.iter().map(|&v| (v * 127.0) as i8).collect();
@@ -97,7 +103,7 @@ fn attention(c: &mut Criterion) {
     for (i, (x, c)) in vals.chunks_exact(HEAD).zip(v8.chunks_exact_mut(HEAD)).enumerate() {
         value_scales[i] = reference::quantize_row_e4m3(x, c);
     }
-    let q: Vec<f32> = (0..HEADS * HEAD).map(|i| ((i % HEAD) as f32 - 32.0) / 32.0).collect();
+    let q: Vec<f32> = (0..heads * HEAD).map(|i| ((i % HEAD) as f32 - 32.0) / 32.0).collect();
     let slots: Vec<u32> = (0..POSITIONS as u32).collect();
     let rows = [
         ("f16", KvHeadRows::F16 { keys: &keys, values: &keys, stride: HEAD }, 2 * 2 * keys.len()),
@@ -115,17 +121,17 @@ fn attention(c: &mut Criterion) {
             k8.len() + v8.len() + 4 * (key_scales.len() + value_scales.len()),
         ),
     ];
-    let mut g = c.benchmark_group("attention_3heads_1536");
+    let mut g = c.benchmark_group(format!("attention_{heads}heads_1536"));
     for (name, kv, bytes) in rows {
         g.throughput(Throughput::Bytes(bytes as u64));
         for k in available_kernels() {
             let attn = k.attn_chunk();
-            let mut scores = vec![0f32; HEADS * 256];
-            let mut out = vec![0f32; HEADS * (HEAD + 2)];
+            let mut scores = vec![0f32; heads * 256];
+            let mut out = vec![0f32; heads * (HEAD + 2)];
             g.bench_function(BenchmarkId::new(name, k.isa), |b| {
                 b.iter(|| {
                     for chunk in slots.chunks(256) {
-                        attn(&q, HEADS, kv, chunk, 0.125, &mut scores, &mut out);
+                        attn(&q, heads, kv, chunk, 0.125, &mut scores, &mut out);
                     }
                     black_box(out[2])
                 })

@@ -2,7 +2,8 @@
 //! AVX-512 chunk kernel on 256-bit vectors. Keys and values (f16, or int8 keys and fp8 values)
 //! are converted in registers, every query head of the KV head is served by one read of each
 //! row, eight rows' dot products are summed by one transposing reduction, and `exp` is
-//! vectorised.
+//! vectorised. Heads are taken in blocks sized so that the accumulators stay in the 16
+//! registers; each head's arithmetic (and so its bits) is the same whatever its block.
 //!
 //! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
 //! CPU, that every slot's key and value rows lie inside `keys` and `values`, and that heads are
@@ -20,6 +21,35 @@ use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
 const MAX_HEADS: usize = 8;
+
+/// Query heads computed together where all of a kernel's heads would not fit the 16 registers:
+/// the weighted value sums (4 heads × 16 dimensions: 8 accumulators), and the scores of up to
+/// 5 heads (2 or 4 rows at once, so that enough multiply-add chains are in flight).
+const HEAD_BLOCK: usize = 4;
+
+/// `$call` with the const `$H` = `$h`, a head count in `1..=HEAD_BLOCK`; evaluates to its value.
+macro_rules! by_block_heads {
+    ($h:expr, $H:ident => $call:expr) => {
+        match $h {
+            1 => {
+                const $H: usize = 1;
+                $call
+            }
+            2 => {
+                const $H: usize = 2;
+                $call
+            }
+            3 => {
+                const $H: usize = 3;
+                $call
+            }
+            _ => {
+                const $H: usize = HEAD_BLOCK;
+                $call
+            }
+        }
+    };
+}
 
 /// The longest head handled (the caller sends longer ones elsewhere).
 pub const MAX_HEAD_DIM: usize = 256;
@@ -138,33 +168,70 @@ macro_rules! chunk_kernel {
             let nv = hd / 8;
             let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
 
-            // Scores, 8 rows at a time: each key row is converted once and its lane-wise
-            // products with every head kept (the queries are read from memory, folded into
-            // the multiply-adds); each head's 8 vectors are then summed together.
+            // Scores, 8 rows at a time, in blocks of at most HEAD_BLOCK heads (see
+            // `products`); each head's 8 vectors are then summed together.
             let mut part = [[_mm256_setzero_ps(); 8]; G];
             for j0 in (0..n).step_by(8) {
                 let m = (n - j0).min(8);
-                for jj in 0..8 {
-                    if jj >= m {
-                        part.iter_mut().for_each(|p| p[jj] = _mm256_setzero_ps());
-                        continue;
-                    }
-                    let $slot = slots[j0 + jj];
-                    let mut acc = [_mm256_setzero_ps(); G];
-                    for v in 0..nv {
-                        let ($v, $off) = (v, $slot as usize * stride + 8 * v);
-                        let k = $key;
-                        for (i, a) in acc.iter_mut().enumerate() {
-                            *a = _mm256_fmadd_ps(k, _mm256_loadu_ps(qp.add(i * hd + 8 * v)), *a);
-                        }
-                    }
-                    for (p, a) in part.iter_mut().zip(&acc) {
-                        p[jj] = *a;
+                let rows8 = &slots[j0..j0 + m];
+                if G > 5 {
+                    products::<G, 1>($kr, qp, nv, stride, rows8, &mut part);
+                } else {
+                    let mut h0 = 0;
+                    while h0 < G {
+                        let (q, part) = (qp.add(h0 * hd), &mut part[h0..]);
+                        h0 += by_block_heads!((G - h0).min(HEAD_BLOCK), H => {
+                            products::<H, { if H >= 3 { 2 } else { 4 } }>($kr, q, nv, stride, rows8, part);
+                            H
+                        });
                     }
                 }
                 for (i, p) in part.iter().enumerate() {
                     let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
-                    _mm256_maskstore_ps(sp.add(i * n + j0), first_lanes(m), sums);
+                    store_first(sp.add(i * n + j0), m, sums);
+                }
+            }
+
+            /// `part[i][jj]`: the lane-wise products of key row `jj` (of up to 8, zero past
+            /// the last) with head `i` (queries at `qp`), summed over the head in order. `R`
+            /// rows at once: each query vector is loaded once for them, and the `H × R`
+            /// multiply-add chains are independent (enough to hide their latency).
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn products<const H: usize, const R: usize>(
+                $kr: $K,
+                qp: *const f32,
+                nv: usize,
+                stride: usize,
+                rows8: &[u32],
+                part: &mut [[__m256; 8]],
+            ) {
+                let _ = &$kr;
+                let (m, hd) = (rows8.len(), 8 * nv);
+                for jj in (0..8).step_by(R) {
+                    let mut acc = [[_mm256_setzero_ps(); R]; H];
+                    if jj < m {
+                        for v in 0..nv {
+                            let mut k = [_mm256_setzero_ps(); R];
+                            for (r, k) in k.iter_mut().enumerate() {
+                                // Rows past the last repeat it; their products are dropped.
+                                let $slot = rows8[(jj + r).min(m - 1)];
+                                let ($v, $off) = (v, $slot as usize * stride + 8 * v);
+                                *k = $key;
+                            }
+                            for (i, a) in acc.iter_mut().enumerate() {
+                                let q = _mm256_loadu_ps(qp.add(i * hd + 8 * v));
+                                for (a, k) in a.iter_mut().zip(&k) {
+                                    *a = _mm256_fmadd_ps(*k, q, *a);
+                                }
+                            }
+                        }
+                    }
+                    for (p, a) in part.iter_mut().zip(&acc) {
+                        for (r, a) in a.iter().enumerate() {
+                            p[jj + r] = if jj + r < m { *a } else { _mm256_setzero_ps() };
+                        }
+                    }
                 }
             }
 
@@ -182,13 +249,21 @@ macro_rules! chunk_kernel {
                     .iter()
                     .chain(std::slice::from_raw_parts(s.add(full), n - full))
                     .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                // Rounded to f16, as the reference (see `AttnChunkFn`).
+                let numerators = |x: __m256| {
+                    let e = exp_ps(_mm256_sub_ps(x, _mm256_set1_ps(max)));
+                    _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e))
+                };
                 let mut sum = _mm256_setzero_ps();
-                for j in (0..n).step_by(8) {
-                    let mask = first_lanes(n - j);
-                    let e = exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s.add(j), mask), _mm256_set1_ps(max)));
-                    // Rounded to f16, as the reference (see `AttnChunkFn`).
-                    let e = _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e));
-                    _mm256_maskstore_ps(s.add(j), mask, e);
+                for j in (0..full).step_by(8) {
+                    let e = numerators(_mm256_loadu_ps(s.add(j)));
+                    _mm256_storeu_ps(s.add(j), e);
+                    sum = _mm256_add_ps(sum, e);
+                }
+                if full < n {
+                    let mask = first_lanes(n - full);
+                    let e = numerators(_mm256_maskload_ps(s.add(full), mask));
+                    _mm256_maskstore_ps(s.add(full), mask, e);
                     sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
                 }
                 _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
@@ -196,35 +271,63 @@ macro_rules! chunk_kernel {
                 *op.add(i * (hd + 2) + 1) = lanes.iter().sum();
             }
 
-            // Weighted sums of value rows, 16 dimensions of every head at a time.
-            for v0 in (0..nv).step_by(2) {
-                let two = nv - v0 >= 2;
-                let mut acc = [[_mm256_setzero_ps(); 2]; G];
-                for (j, &slot) in slots.iter().enumerate() {
-                    let row = vp.add(slot as usize * stride + 8 * v0);
-                    let $vs = slot as usize;
-                    let vs: f32 = $vscale;
-                    let x0 = {
-                        let $vp = row;
-                        $value
-                    };
-                    let x1 = if two {
-                        let $vp = row.add(8);
-                        $value
-                    } else {
-                        _mm256_setzero_ps()
-                    };
-                    for (i, a) in acc.iter_mut().enumerate() {
-                        let p = _mm256_set1_ps(*sp.add(i * n + j) * vs);
-                        a[0] = _mm256_fmadd_ps(p, x0, a[0]);
-                        a[1] = _mm256_fmadd_ps(p, x1, a[1]);
+            // Weighted sums of value rows, in blocks of at most HEAD_BLOCK heads so that the
+            // accumulators, value vectors and weight stay in the 16 registers.
+            let mut h0 = 0;
+            while h0 < G {
+                let (s, o) = (sp.add(h0 * n), op.add(h0 * (hd + 2)));
+                h0 += by_block_heads!((G - h0).min(HEAD_BLOCK), H => {
+                    values::<H>($kr, vp, stride, slots, nv, s, o, hd);
+                    H
+                });
+            }
+
+            /// Heads `0..H` (scores at `sp`, outputs at `op`), 16 dimensions at a time: for each
+            /// dimension the products summed over the rows in order.
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn values<const H: usize>(
+                $kr: $K,
+                vp: *const $V,
+                stride: usize,
+                slots: &[u32],
+                nv: usize,
+                sp: *const f32,
+                op: *mut f32,
+                hd: usize,
+            ) {
+                let _ = &$kr;
+                let n = slots.len();
+                for v0 in (0..nv).step_by(2) {
+                    let two = nv - v0 >= 2;
+                    let mut acc = [[_mm256_setzero_ps(); 2]; H];
+                    for (j, &slot) in slots.iter().enumerate() {
+                        let row = vp.add(slot as usize * stride + 8 * v0);
+                        let $vs = slot as usize;
+                        let vs: f32 = $vscale;
+                        let x0 = {
+                            let $vp = row;
+                            $value
+                        };
+                        let x1 = if two {
+                            let $vp = row.add(8);
+                            $value
+                        } else {
+                            _mm256_setzero_ps()
+                        };
+                        for (i, a) in acc.iter_mut().enumerate() {
+                            let p = _mm256_set1_ps(*sp.add(i * n + j) * vs);
+                            a[0] = _mm256_fmadd_ps(p, x0, a[0]);
+                            a[1] = _mm256_fmadd_ps(p, x1, a[1]);
+                        }
                     }
-                }
-                for (i, a) in acc.iter().enumerate() {
-                    let o = op.add(i * (hd + 2) + 2 + 8 * v0);
-                    _mm256_storeu_ps(o, a[0]);
-                    if two {
-                        _mm256_storeu_ps(o.add(8), a[1]);
+                    for (i, a) in acc.iter().enumerate() {
+                        let o = op.add(i * (hd + 2) + 2 + 8 * v0);
+                        _mm256_storeu_ps(o, a[0]);
+                        if two {
+                            _mm256_storeu_ps(o.add(8), a[1]);
+                        }
                     }
                 }
             }
@@ -277,6 +380,18 @@ unsafe fn sum8(a: &[__m256; 8]) -> __m256 {
     let low_halves = _mm256_permute2f128_ps::<0x20>(lo4, hi4);
     let high_halves = _mm256_permute2f128_ps::<0x31>(lo4, hi4);
     _mm256_add_ps(low_halves, high_halves)
+}
+
+/// Stores the first `m` (at most 8) lanes of `v` at `p`: a plain store when all 8 are
+/// (masked stores are slow on some CPUs).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn store_first(p: *mut f32, m: usize, v: __m256) {
+    if m >= 8 {
+        _mm256_storeu_ps(p, v);
+    } else {
+        _mm256_maskstore_ps(p, first_lanes(m), v);
+    }
 }
 
 /// A lane mask of the first `left.min(8)` lanes.
