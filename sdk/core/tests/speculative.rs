@@ -94,7 +94,16 @@ fn collect(gen: impl Iterator<Item = tern::Result<Event>>) -> (Vec<u32>, String,
             Event::Done(s) => stats = Some(s),
         }
     }
-    (ids, text, stats.expect("a Done event ends every generation"), multi)
+    let stats = stats.expect("a Done event ends every generation");
+    // Every pass is in the figures, the last one too (also when it chose only the end of
+    // generation): a pass chooses its accepted drafted tokens and one more.
+    let sp = &stats.speculation;
+    if sp.verify_steps > 0 {
+        let steps = (sp.tokens_per_step * sp.decode_passes as f64).round() as usize;
+        assert_eq!(steps, sp.decode_passes + sp.accepted_tokens, "{sp:?}");
+        assert_eq!(sp.draft_lengths.iter().sum::<usize>(), sp.decode_passes, "{sp:?}");
+    }
+    (ids, text, stats, multi)
 }
 
 /// The case answered once in a new session, with `spec` and at most `max_tokens` new tokens.

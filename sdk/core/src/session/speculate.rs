@@ -196,8 +196,9 @@ impl Generation<'_> {
             if choice.child.is_none() && !spec.children.is_empty() {
                 rejected_at = Some(node);
             }
-            // End of generation after tokens of this step: report them first.
-            if !ids.is_empty() && tok.is_eog(choice.token) && !self.session.opts.ignore_eos {
+            // End of generation: reported once this pass is in the figures (after this step's
+            // tokens, if it has any).
+            if tok.is_eog(choice.token) && !self.session.opts.ignore_eos {
                 self.pending_finish = Some(FinishReason::EndOfGeneration);
                 break;
             }
@@ -242,7 +243,15 @@ impl Generation<'_> {
         if let Some(e) = failed {
             return Err(e);
         }
-        Ok(done.unwrap_or(Event::Token { text, ids }))
+        if let Some(end) = done {
+            return Ok(end);
+        }
+        if ids.is_empty() {
+            if let Some(reason) = self.pending_finish.take() {
+                return Ok(self.finish(reason));
+            }
+        }
+        Ok(Event::Token { text, ids })
     }
 
     /// After the model rejected every child of `node`: follows the most likely rejected child's
