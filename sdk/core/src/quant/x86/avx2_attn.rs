@@ -51,6 +51,20 @@ macro_rules! by_block_heads {
     };
 }
 
+/// `$body` for each block of at most `HEAD_BLOCK` of the heads `0..$g`, with `$h0` its first
+/// head and the const `$H` its head count.
+macro_rules! for_head_blocks {
+    ($g:expr, $h0:ident, $H:ident => $body:expr) => {{
+        let mut $h0 = 0;
+        while $h0 < $g {
+            $h0 += by_block_heads!(($g - $h0).min(HEAD_BLOCK), $H => {
+                $body;
+                $H
+            });
+        }
+    }};
+}
+
 /// The longest head handled (the caller sends longer ones elsewhere).
 pub const MAX_HEAD_DIM: usize = 256;
 
@@ -177,14 +191,10 @@ macro_rules! chunk_kernel {
                 if G > 5 {
                     products::<G, 1>($kr, qp, nv, stride, rows8, &mut part);
                 } else {
-                    let mut h0 = 0;
-                    while h0 < G {
+                    for_head_blocks!(G, h0, H => {
                         let (q, part) = (qp.add(h0 * hd), &mut part[h0..]);
-                        h0 += by_block_heads!((G - h0).min(HEAD_BLOCK), H => {
-                            products::<H, { if H >= 3 { 2 } else { 4 } }>($kr, q, nv, stride, rows8, part);
-                            H
-                        });
-                    }
+                        products::<H, { if H >= 3 { 2 } else { 4 } }>($kr, q, nv, stride, rows8, part)
+                    });
                 }
                 for (i, p) in part.iter().enumerate() {
                     let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
@@ -273,14 +283,9 @@ macro_rules! chunk_kernel {
 
             // Weighted sums of value rows, in blocks of at most HEAD_BLOCK heads so that the
             // accumulators, value vectors and weight stay in the 16 registers.
-            let mut h0 = 0;
-            while h0 < G {
-                let (s, o) = (sp.add(h0 * n), op.add(h0 * (hd + 2)));
-                h0 += by_block_heads!((G - h0).min(HEAD_BLOCK), H => {
-                    values::<H>($kr, vp, stride, slots, nv, s, o, hd);
-                    H
-                });
-            }
+            for_head_blocks!(G, h0, H => {
+                values::<H>($kr, vp, stride, slots, nv, sp.add(h0 * n), op.add(h0 * (hd + 2)), hd)
+            });
 
             /// Heads `0..H` (scores at `sp`, outputs at `op`), 16 dimensions at a time: for each
             /// dimension the products summed over the rows in order.
