@@ -10,6 +10,12 @@
 //! shared: a slow outlier must not switch speculation off for good). Sizes not seen yet are
 //! interpolated between seen ones, or extrapolated with an optimistic prior slope so that the
 //! controller tries them once and then knows.
+//!
+//! A size the controller stops choosing is never measured again, so a bad measurement of it
+//! (a noisy start, a shorter context, another process) would keep it out of use for good. A
+//! size's durations therefore expire once [`STALE_AFTER`] passes went by without one: it is
+//! treated as not seen, priced from its fresh neighbours, tried again where that pays, and
+//! measured anew.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -19,6 +25,10 @@ pub const MAX_BATCH: usize = 64;
 
 /// Durations kept per batch size.
 const WINDOW: usize = 8;
+
+/// Passes after which a size's durations no longer count unless one was added (single-token
+/// passes excepted: they are the unit, and the controller makes one regularly).
+const STALE_AFTER: u64 = 64;
 
 /// Assumed growth of cost(n) / cost(1) per extra token where nothing is known yet. Optimistic
 /// on purpose (a pass of an unseen size gets tried, then measured).
@@ -30,10 +40,13 @@ struct Slot {
     times: [f32; WINDOW],
     filled: u8,
     next: u8,
+    /// The table's pass count when the last duration was added.
+    last: u64,
 }
 
 impl Slot {
-    fn push(&mut self, t: f32) {
+    fn push(&mut self, t: f32, pass: u64) {
+        self.last = pass;
         self.times[self.next as usize] = t;
         self.next = (self.next + 1) % WINDOW as u8;
         self.filled = (self.filled + 1).min(WINDOW as u8);
@@ -54,12 +67,25 @@ impl Slot {
 /// The measured cost curve of one engine's decode passes.
 #[derive(Debug)]
 pub struct CostModel {
-    slots: Mutex<[Slot; MAX_BATCH]>,
+    table: Mutex<Table>,
+}
+
+#[derive(Debug)]
+struct Table {
+    slots: [Slot; MAX_BATCH],
+    /// Passes observed so far.
+    passes: u64,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { slots: Mutex::new([Slot::default(); MAX_BATCH]) }
+        CostModel { table: Mutex::new(Table { slots: [Slot::default(); MAX_BATCH], passes: 0 }) }
+    }
+}
+
+impl Table {
+    fn is_stale(&self, size: usize) -> bool {
+        size > 1 && self.passes - self.slots[size - 1].last > STALE_AFTER
     }
 }
 
@@ -95,15 +121,22 @@ impl CostModel {
         if n == 0 || n > MAX_BATCH {
             return;
         }
-        if let Ok(mut slots) = self.slots.lock() {
-            slots[n - 1].push(t.as_secs_f32());
+        if let Ok(mut table) = self.table.lock() {
+            table.passes += 1;
+            if table.is_stale(n) {
+                table.slots[n - 1] = Slot::default();
+            }
+            let pass = table.passes;
+            table.slots[n - 1].push(t.as_secs_f32(), pass);
         }
     }
 
     /// The current curve.
     pub fn curve(&self) -> CostCurve {
-        let medians: Vec<Option<f64>> = match self.slots.lock() {
-            Ok(slots) => slots.iter().map(Slot::median).collect(),
+        let medians: Vec<Option<f64>> = match self.table.lock() {
+            Ok(table) => {
+                (1..=MAX_BATCH).map(|n| if table.is_stale(n) { None } else { table.slots[n - 1].median() }).collect()
+            }
             Err(_) => vec![None; MAX_BATCH],
         };
         curve_from(&medians)
@@ -119,11 +152,8 @@ fn curve_from(medians: &[Option<f64>]) -> CostCurve {
         let ratio = (1..=n).map(|k| 1.0 + PRIOR_SLOPE * (k - 1) as f64).collect();
         return CostCurve { ratio, measured, single: None };
     };
-    let known: Vec<(usize, f64)> = medians
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| m.map(|t| (i + 1, (t / t1).max(1.0))))
-        .collect();
+    let known: Vec<(usize, f64)> =
+        medians.iter().enumerate().filter_map(|(i, m)| m.map(|t| (i + 1, (t / t1).max(1.0)))).collect();
     let mut ratio = Vec::with_capacity(n);
     for k in 1..=n {
         let below = known.iter().rev().find(|&&(s, _)| s <= k);
@@ -171,6 +201,28 @@ mod tests {
         // Past the last measured size: its value plus the prior slope.
         assert!((c.ratio(7) - (3.0 + 2.0 * PRIOR_SLOPE)).abs() < 1e-6);
         assert!(c.measured[4] && !c.measured[2]);
+    }
+
+    #[test]
+    fn a_size_not_measured_for_a_while_is_priced_afresh() {
+        let m = CostModel::default();
+        m.observe(1, Duration::from_millis(10));
+        // A bad start: size 3 looks as dear as four single passes.
+        m.observe(3, Duration::from_millis(40));
+        m.observe(2, Duration::from_millis(12));
+        assert!((m.curve().ratio(3) - 4.0).abs() < 1e-6);
+        for _ in 0..STALE_AFTER {
+            m.observe(1, Duration::from_millis(10));
+            m.observe(2, Duration::from_millis(12));
+        }
+        let c = m.curve();
+        assert!(!c.measured[2], "size 3 expired");
+        assert!((c.ratio(3) - (1.2 + PRIOR_SLOPE)).abs() < 1e-6, "{}", c.ratio(3));
+        // Measured again: only the new duration counts.
+        m.observe(3, Duration::from_millis(14));
+        let c = m.curve();
+        assert!(c.measured[2] && (c.ratio(3) - 1.4).abs() < 1e-6, "{}", c.ratio(3));
+        assert!(c.single.is_some(), "the single-token cost never expires");
     }
 
     #[test]
