@@ -60,7 +60,8 @@ fn packed_gemv_and_gemm(c: &mut Criterion) {
                 Some((s, m))
             })
             .collect();
-        for (n_tok, name) in [(1, "gemv"), (GEMM_TOKENS, "gemm32")] {
+        // 8 tokens: a speculative verification pass.
+        for (n_tok, name) in [(1, "gemv"), (8, "gemm8"), (GEMM_TOKENS, "gemm32")] {
             let mut g = c.benchmark_group(format!("{name}/{}-{}", k.isa, p.layout));
             g.sample_size(if n_tok == 1 { 20 } else { 10 });
             for (s, m) in &packed {

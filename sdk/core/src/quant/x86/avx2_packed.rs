@@ -347,32 +347,50 @@ unsafe fn micro_q6_k<const E: usize>(
     let mut acc = [_mm256_setzero_ps(); E];
     for b in 0..nb {
         let ql = tile.add(o.size * b);
-        let qh = ql.add(32 * 32);
         let mut sumi = q6k_offsets(ql, o, &a, b);
-        for h in 0..2 {
-            for k in 0..4 {
-                let (sc0, sc1) = split_pairs(pairs_i8(ql.add(o.a + 16 * (4 * h + k))));
-                for (half, sc) in [sc0, sc1].into_iter().enumerate() {
-                    // Two 16-element pairs of vectors, each summed in i16 (2 × 63 × 127 × 2 fits).
-                    for pair in 0..2 {
-                        let mut is = [_mm256_setzero_si256(); E];
-                        for l4 in 4 * half + 2 * pair..4 * half + 2 * pair + 2 {
-                            let q = q6k_quants(ql, qh, h, k, l4);
-                            for e in 0..E {
-                                let y = bcast4(a[e].qs.add(256 * b + 128 * h + 32 * k + 4 * l4));
-                                is[e] = _mm256_add_epi16(is[e], _mm256_maddubs_epi16(q, y));
-                            }
-                        }
-                        for e in 0..E {
-                            sumi[e] = _mm256_add_epi32(sumi[e], _mm256_madd_epi16(is[e], sc));
-                        }
-                    }
-                }
-            }
-        }
+        // Each slice by name, so its quant extraction is fixed at compile time: as a loop over
+        // (h, k), the selection by k stayed in the loop as branches.
+        q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
         q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
     }
     store_tile(out, acc, valid);
+}
+
+/// Adds the 32 elements `128H + 32K..` of every row of Q6_K block `b` (two sub-blocks of 16,
+/// each with its scale) to `sumi`.
+#[inline(always)]
+unsafe fn q6k_slice<const E: usize, const H: usize, const K: usize>(
+    ql: *const u8,
+    o: &BlockLayout,
+    a: &[ActRow; E],
+    b: usize,
+    sumi: &mut [__m256i; E],
+) {
+    let qh = ql.add(32 * 32);
+    let (sc0, sc1) = split_pairs(pairs_i8(ql.add(o.a + 16 * (4 * H + K))));
+    for (half, sc) in [(0, sc0), (1, sc1)] {
+        // Two 16-element pairs of vectors, each summed in i16 (2 × 63 × 127 × 2 fits).
+        for pair in 0..2 {
+            let mut is = [_mm256_setzero_si256(); E];
+            for l4 in 4 * half + 2 * pair..4 * half + 2 * pair + 2 {
+                let q = q6k_quants(ql, qh, H, K, l4);
+                for e in 0..E {
+                    let y = bcast4(a[e].qs.add(256 * b + 128 * H + 32 * K + 4 * l4));
+                    is[e] = _mm256_add_epi16(is[e], _mm256_maddubs_epi16(q, y));
+                }
+            }
+            for e in 0..E {
+                sumi[e] = _mm256_add_epi32(sumi[e], _mm256_madd_epi16(is[e], sc));
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

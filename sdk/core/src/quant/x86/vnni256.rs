@@ -149,30 +149,48 @@ macro_rules! vnni256_kernels {
             let mut acc = [_mm256_setzero_ps(); E];
             for b in 0..nb {
                 let ql = tile.add(o.size * b);
-                let qh = ql.add(32 * 32);
                 let mut sumi = q6k_offsets(ql, o, &a, b);
-                for h in 0..2 {
-                    for k in 0..4 {
-                        let (sc0, sc1) = scale_lanes(pairs_i8(ql.add(o.a + 16 * (4 * h + k))), true);
-                        for (half, sc) in [sc0, sc1].into_iter().enumerate() {
-                            // One 16-element sub-block: 4 vectors of 4 quants per row.
-                            let mut is = [_mm256_setzero_si256(); E];
-                            for l4 in 4 * half..4 * half + 4 {
-                                let q = q6k_quants(ql, qh, h, k, l4);
-                                for e in 0..E {
-                                    let y = bcast4(a[e].qs.add(256 * b + 128 * h + 32 * k + 4 * l4));
-                                    is[e] = $dot(is[e], q, y);
-                                }
-                            }
-                            for e in 0..E {
-                                sumi[e] = _mm256_add_epi32(sumi[e], _mm256_mullo_epi32(is[e], sc));
-                            }
-                        }
-                    }
-                }
+                // Each slice by name, so its quant extraction is fixed at compile time (see the
+                // AVX2 kernel).
+                q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
+                q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
                 q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
             }
             store_tile(out, acc, valid);
+        }
+
+        /// Adds the 32 elements `128H + 32K..` of every row of Q6_K block `b` (two sub-blocks
+        /// of 16, each with its scale) to `sumi`.
+        #[inline(always)]
+        unsafe fn q6k_slice<const E: usize, const H: usize, const K: usize>(
+            ql: *const u8,
+            o: &BlockLayout,
+            a: &[ActRow; E],
+            b: usize,
+            sumi: &mut [__m256i; E],
+        ) {
+            let qh = ql.add(32 * 32);
+            let (sc0, sc1) = scale_lanes(pairs_i8(ql.add(o.a + 16 * (4 * H + K))), true);
+            for (half, sc) in [(0, sc0), (1, sc1)] {
+                // One 16-element sub-block: 4 vectors of 4 quants per row.
+                let mut is = [_mm256_setzero_si256(); E];
+                for l4 in 4 * half..4 * half + 4 {
+                    let q = q6k_quants(ql, qh, H, K, l4);
+                    for e in 0..E {
+                        let y = bcast4(a[e].qs.add(256 * b + 128 * H + 32 * K + 4 * l4));
+                        is[e] = $dot(is[e], q, y);
+                    }
+                }
+                for e in 0..E {
+                    sumi[e] = _mm256_add_epi32(sumi[e], _mm256_mullo_epi32(is[e], sc));
+                }
+            }
         }
 
         vnni256_kernels!(@entry $features;
