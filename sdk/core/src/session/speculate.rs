@@ -86,6 +86,7 @@ impl Speculator {
         }
         let sources = self.history.as_ref().map_or(&[][..], |(_, s)| s.as_slice());
         self.drafter.start(sources, prompt, keep);
+        self.controller.start_answer();
         Ok(())
     }
 

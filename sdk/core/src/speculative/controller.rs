@@ -14,6 +14,13 @@
 //! follows the outcomes: it starts at
 //! [`INITIAL_DEPTH_CAP`], halves below a draft of which less than a quarter was accepted and
 //! doubles after one at least half as deep as the cap of which at least half was.
+//!
+//! Within an answer, the estimates are held to what they promised: each plan promises
+//! Σ p_path drafted tokens, and where an answer's drafts have been taken less often than
+//! promised (a reply that leaves the thread's wording), its later estimates are scaled down by
+//! the ratio, smoothed by a prior of [`PRIOR_TOKENS`]. Never up: the acceptance model already
+//! learns from every outcome, and the scale only keeps one answer's shortfall from costing
+//! more passes than the answer has steps to win back.
 
 use super::cost::CostCurve;
 use super::tree::DraftTree;
@@ -31,15 +38,30 @@ pub const INITIAL_DEPTH_CAP: usize = 4;
 const MIN_DEPTH_CAP: usize = 2;
 const MAX_DEPTH_CAP: usize = 64;
 
+/// Drafted tokens promised and taken that an answer's scale starts from (see the module
+/// documentation).
+const PRIOR_TOKENS: f64 = 4.0;
+
 #[derive(Debug, Clone)]
 pub struct Controller {
     steps_since_plain: usize,
     depth_cap: usize,
+    /// Drafted tokens this answer's verified plans promised (Σ p_path) and the model took.
+    promised: f64,
+    taken: f64,
+    /// What the last plan promised, until its pass is recorded.
+    pending_promise: f64,
 }
 
 impl Default for Controller {
     fn default() -> Self {
-        Controller { steps_since_plain: 0, depth_cap: INITIAL_DEPTH_CAP }
+        Controller {
+            steps_since_plain: 0,
+            depth_cap: INITIAL_DEPTH_CAP,
+            promised: 0.0,
+            taken: 0.0,
+            pending_promise: 0.0,
+        }
     }
 }
 
@@ -55,35 +77,52 @@ pub struct Plan {
 }
 
 impl Controller {
+    /// A new answer: its estimates start unscaled.
+    pub fn start_answer(&mut self) {
+        (self.promised, self.taken, self.pending_promise) = (0.0, 0.0, 0.0);
+    }
+
+    /// The factor this answer's acceptance estimates are scaled by (at most 1).
+    pub fn answer_scale(&self) -> f64 {
+        ((self.taken + PRIOR_TOKENS) / (self.promised + PRIOR_TOKENS)).min(1.0)
+    }
+
     /// Chooses how many of `tree`'s nodes to verify.
     pub fn plan(&mut self, tree: &DraftTree, curve: &CostCurve) -> Plan {
+        self.pending_promise = 0.0;
         let plain = Plan { keep: 1, expected_tokens: 1.0, expected_gain: 1.0 };
         if curve.single.is_none() || self.steps_since_plain >= REFRESH_STEPS {
             return plain;
         }
-        let mut best = plain;
-        let mut tokens = 1.0;
+        let scale = self.answer_scale();
+        let (mut best, mut best_promise) = (plain, 0.0);
+        let (mut tokens, mut promise) = (1.0, 0.0);
         for (k, node) in tree.nodes().iter().enumerate().skip(1) {
             if node.depth > self.depth_cap || k > 2 * self.depth_cap {
                 break;
             }
-            tokens += f64::from(node.p_path);
+            promise += f64::from(node.p_path);
+            tokens = 1.0 + scale * promise;
             let gain = tokens / curve.ratio(k + 1);
             if gain > best.expected_gain {
-                best = Plan { keep: k + 1, expected_tokens: tokens, expected_gain: gain };
+                (best, best_promise) = (Plan { keep: k + 1, expected_tokens: tokens, expected_gain: gain }, promise);
             }
         }
         if best.expected_gain < MIN_GAIN {
-            plain
-        } else {
-            best
+            return plain;
         }
+        self.pending_promise = best_promise;
+        best
     }
 
     /// Records the pass that was made: `batch` tokens, the deepest drafted path `depth`
     /// tokens long, `accepted` drafted tokens taken.
     pub fn record(&mut self, batch: usize, depth: usize, accepted: usize) {
         self.steps_since_plain = if batch <= 1 { 0 } else { self.steps_since_plain + 1 };
+        if self.pending_promise > 0.0 {
+            self.promised += std::mem::take(&mut self.pending_promise);
+            self.taken += accepted as f64;
+        }
         if depth == 0 {
             return;
         }
@@ -162,6 +201,40 @@ mod tests {
         let sure = chain(&[0.99, 0.99, 0.3]);
         let plan = Controller::default().plan(&sure, &linear(0.6));
         assert_eq!(plan.keep, 3, "{plan:?}");
+    }
+
+    #[test]
+    fn an_answer_whose_drafts_fall_short_of_their_estimates_drafts_less() {
+        let t = chain(&[0.9; 4]);
+        let curve = linear(0.25);
+        let mut c = Controller::default();
+        let first = c.plan(&t, &curve);
+        assert_eq!(first.keep, 5, "{first:?}");
+        // Promised 3.4 tokens per pass, took none: the estimates are scaled down.
+        c.record(5, 4, 0);
+        assert!(c.answer_scale() < 0.6, "{}", c.answer_scale());
+        c.record(5, 4, 0);
+        let (mut passes, mut keep) = (1, c.plan(&t, &curve).keep);
+        while keep > 1 && passes < 10 {
+            c.record(keep, keep - 1, 0);
+            (passes, keep) = (passes + 1, c.plan(&t, &curve).keep);
+        }
+        assert_eq!(keep, 1, "a plain step after {passes} rejected drafts");
+        // A new answer trusts the estimates again.
+        c.start_answer();
+        assert_eq!(c.answer_scale(), 1.0);
+        assert!(c.plan(&t, &curve).keep > 1);
+    }
+
+    #[test]
+    fn drafts_taken_as_promised_keep_the_estimates() {
+        let t = chain(&[0.6; 4]);
+        let mut c = Controller::default();
+        for _ in 0..20 {
+            let plan = c.plan(&t, &linear(0.1));
+            c.record(plan.keep, plan.keep - 1, plan.keep - 1);
+        }
+        assert_eq!(c.answer_scale(), 1.0, "never scaled up past the model's own estimates");
     }
 
     #[test]
