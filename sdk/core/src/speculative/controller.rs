@@ -96,13 +96,13 @@ impl Controller {
         }
         let scale = self.answer_scale();
         let (mut best, mut best_promise) = (plain, 0.0);
-        let (mut tokens, mut promise) = (1.0, 0.0);
+        let mut promise = 0.0;
         for (k, node) in tree.nodes().iter().enumerate().skip(1) {
             if node.depth > self.depth_cap || k > 2 * self.depth_cap {
                 break;
             }
             promise += f64::from(node.p_path);
-            tokens = 1.0 + scale * promise;
+            let tokens = 1.0 + scale * promise;
             let gain = tokens / curve.ratio(k + 1);
             if gain > best.expected_gain {
                 (best, best_promise) = (Plan { keep: k + 1, expected_tokens: tokens, expected_gain: gain }, promise);
