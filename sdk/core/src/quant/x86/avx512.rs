@@ -200,12 +200,9 @@ unsafe fn micro_q6_k<const E: usize>(
     out: [*mut f32; E],
     valid: usize,
 ) {
-    let m4 = _mm512_set1_epi8(0x0F);
-    let m30 = _mm512_set1_epi8(0x30);
     let mut acc = [_mm512_setzero_ps(); E];
     for b in 0..nb {
         let ql = tile.add(o.size * b);
-        let qh = ql.add(2048);
         let scales = |p: usize| _mm512_cvtepi8_epi16(_mm256_loadu_si256(ql.add(o.a + 32 * p).cast()));
         let mut corr = [_mm512_setzero_si512(); E];
         for p in 0..8 {
@@ -216,39 +213,16 @@ unsafe fn micro_q6_k<const E: usize>(
         }
         let mut sumi: [__m512i; E] =
             std::array::from_fn(|e| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr[e], 5)));
-        for h in 0..2 {
-            for k in 0..4 {
-                let sp = scales(4 * h + k);
-                let sc = [_mm512_srai_epi32(_mm512_slli_epi32(sp, 16), 16), _mm512_srai_epi32(sp, 16)];
-                for (half, &sc) in sc.iter().enumerate() {
-                    let mut is = [_mm512_setzero_si512(); E];
-                    for l4 in 4 * half..4 * half + 4 {
-                        let low = load(ql.add(64 * (16 * h + 8 * (k & 1) + l4)));
-                        let nib = if k < 2 {
-                            _mm512_and_si512(low, m4)
-                        } else {
-                            _mm512_and_si512(_mm512_srli_epi16(low, 4), m4)
-                        };
-                        let top = load(qh.add(64 * (8 * h + l4)));
-                        let top = match k {
-                            0 => _mm512_slli_epi16(top, 4),
-                            1 => _mm512_slli_epi16(top, 2),
-                            2 => top,
-                            _ => _mm512_srli_epi16(top, 2),
-                        };
-                        // nib | (top & 0x30)
-                        let q = _mm512_ternarylogic_epi32(nib, top, m30, 0xF8);
-                        for e in 0..E {
-                            is[e] =
-                                _mm512_dpbusd_epi32(is[e], q, bcast4(a[e].qs.add(256 * b + 128 * h + 32 * k + 4 * l4)));
-                        }
-                    }
-                    for e in 0..E {
-                        sumi[e] = _mm512_add_epi32(sumi[e], _mm512_mullo_epi32(is[e], sc));
-                    }
-                }
-            }
-        }
+        // Each slice by name, so its quant extraction is fixed at compile time: as a loop over
+        // (h, k), the selection by k stayed in the loop as branches.
+        q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
+        q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
         let dw = scales16(ql.add(o.b));
         for e in 0..E {
             let da = _mm512_set1_ps(a[e].d(b));
@@ -257,6 +231,45 @@ unsafe fn micro_q6_k<const E: usize>(
     }
     for e in 0..E {
         _mm512_mask_storeu_ps(out[e], row_mask(valid), acc[e]);
+    }
+}
+
+/// Adds the 32 elements `128H + 32K..` of every row of Q6_K block `b` at `ql` (two sub-blocks
+/// of 16, each with its scale) to `sumi`.
+#[inline(always)]
+unsafe fn q6k_slice<const E: usize, const H: usize, const K: usize>(
+    ql: *const u8,
+    o: &BlockLayout,
+    a: &[ActRow; E],
+    b: usize,
+    sumi: &mut [__m512i; E],
+) {
+    let m4 = _mm512_set1_epi8(0x0F);
+    let m30 = _mm512_set1_epi8(0x30);
+    let qh = ql.add(2048);
+    let sp = _mm512_cvtepi8_epi16(_mm256_loadu_si256(ql.add(o.a + 32 * (4 * H + K)).cast()));
+    let sc = [_mm512_srai_epi32(_mm512_slli_epi32(sp, 16), 16), _mm512_srai_epi32(sp, 16)];
+    for (half, &sc) in sc.iter().enumerate() {
+        let mut is = [_mm512_setzero_si512(); E];
+        for l4 in 4 * half..4 * half + 4 {
+            let low = load(ql.add(64 * (16 * H + 8 * (K & 1) + l4)));
+            let nib = if K < 2 { _mm512_and_si512(low, m4) } else { _mm512_and_si512(_mm512_srli_epi16(low, 4), m4) };
+            let top = load(qh.add(64 * (8 * H + l4)));
+            let top = match K {
+                0 => _mm512_slli_epi16(top, 4),
+                1 => _mm512_slli_epi16(top, 2),
+                2 => top,
+                _ => _mm512_srli_epi16(top, 2),
+            };
+            // nib | (top & 0x30)
+            let q = _mm512_ternarylogic_epi32(nib, top, m30, 0xF8);
+            for e in 0..E {
+                is[e] = _mm512_dpbusd_epi32(is[e], q, bcast4(a[e].qs.add(256 * b + 128 * H + 32 * K + 4 * l4)));
+            }
+        }
+        for e in 0..E {
+            sumi[e] = _mm512_add_epi32(sumi[e], _mm512_mullo_epi32(is[e], sc));
+        }
     }
 }
 
