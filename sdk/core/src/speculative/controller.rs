@@ -210,7 +210,7 @@ mod tests {
         let mut c = Controller::default();
         let first = c.plan(&t, &curve);
         assert_eq!(first.keep, 5, "{first:?}");
-        // Promised 3.4 tokens per pass, took none: the estimates are scaled down.
+        // Promised 3.1 tokens, took none: the estimates are scaled down.
         c.record(5, 4, 0);
         assert!(c.answer_scale() < 0.6, "{}", c.answer_scale());
         c.record(5, 4, 0);

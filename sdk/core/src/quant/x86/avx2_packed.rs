@@ -25,7 +25,7 @@
 use std::arch::x86_64::*;
 
 use super::tile8::{self, ROWS};
-use super::tiles::{drive, BlockLayout};
+use super::tiles::{drive, each_q6k_slice, BlockLayout};
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -348,16 +348,7 @@ unsafe fn micro_q6_k<const E: usize>(
     for b in 0..nb {
         let ql = tile.add(o.size * b);
         let mut sumi = q6k_offsets(ql, o, &a, b);
-        // Each slice by name, so its quant extraction is fixed at compile time: as a loop over
-        // (h, k), the selection by k stayed in the loop as branches.
-        q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
+        each_q6k_slice!(q6k_slice::<E>(ql, o, &a, b, &mut sumi));
         q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
     }
     store_tile(out, acc, valid);

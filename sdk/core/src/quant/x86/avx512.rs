@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::tile16;
-use super::tiles::{drive, BlockLayout};
+use super::tiles::{drive, each_q6k_slice, BlockLayout};
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -213,16 +213,7 @@ unsafe fn micro_q6_k<const E: usize>(
         }
         let mut sumi: [__m512i; E] =
             std::array::from_fn(|e| _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr[e], 5)));
-        // Each slice by name, so its quant extraction is fixed at compile time: as a loop over
-        // (h, k), the selection by k stayed in the loop as branches.
-        q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
-        q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
+        each_q6k_slice!(q6k_slice::<E>(ql, o, &a, b, &mut sumi));
         let dw = scales16(ql.add(o.b));
         for e in 0..E {
             let da = _mm512_set1_ps(a[e].d(b));

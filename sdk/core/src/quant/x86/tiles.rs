@@ -81,3 +81,21 @@ macro_rules! drive {
 }
 
 pub(crate) use drive;
+
+/// Calls `$slice::<$e, H, K>($args)` for the eight (h, k) slices of a Q6_K super-block, in
+/// order. Each slice by name, so its quant extraction is fixed at compile time: as a loop over
+/// (h, k), the selection by k stayed in the loop as branches and the decoded vectors spilled.
+macro_rules! each_q6k_slice {
+    ($slice:ident::<$e:ident>($($arg:expr),*)) => {{
+        $slice::<$e, 0, 0>($($arg),*);
+        $slice::<$e, 0, 1>($($arg),*);
+        $slice::<$e, 0, 2>($($arg),*);
+        $slice::<$e, 0, 3>($($arg),*);
+        $slice::<$e, 1, 0>($($arg),*);
+        $slice::<$e, 1, 1>($($arg),*);
+        $slice::<$e, 1, 2>($($arg),*);
+        $slice::<$e, 1, 3>($($arg),*);
+    }};
+}
+
+pub(crate) use each_q6k_slice;

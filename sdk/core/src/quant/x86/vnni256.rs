@@ -74,7 +74,7 @@ macro_rules! vnni256_kernels {
             q6k_offsets, q6k_quants, store_tile,
         };
         use crate::quant::x86::tile8;
-        use crate::quant::x86::tiles::{drive, BlockLayout};
+        use crate::quant::x86::tiles::{drive, each_q6k_slice, BlockLayout};
         use crate::quant::GgmlType;
 
         q32_micro!($features, $dot, micro_q4_0, d: a, shift: 3, signed: false, m: false, |qs, _hb| nibble_groups(qs));
@@ -150,16 +150,7 @@ macro_rules! vnni256_kernels {
             for b in 0..nb {
                 let ql = tile.add(o.size * b);
                 let mut sumi = q6k_offsets(ql, o, &a, b);
-                // Each slice by name, so its quant extraction is fixed at compile time (see the
-                // AVX2 kernel).
-                q6k_slice::<E, 0, 0>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 0, 1>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 0, 2>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 0, 3>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 1, 0>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 1, 1>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 1, 2>(ql, o, &a, b, &mut sumi);
-                q6k_slice::<E, 1, 3>(ql, o, &a, b, &mut sumi);
+                each_q6k_slice!(q6k_slice::<E>(ql, o, &a, b, &mut sumi));
                 q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
             }
             store_tile(out, acc, valid);
