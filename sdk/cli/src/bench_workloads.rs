@@ -13,7 +13,11 @@
 //! With the cost curve, each case also gets its hindsight bound: the speed-up had every pass
 //! carried exactly the drafted tokens it accepted (the same drafts, a controller that knew the
 //! outcome), at the measured costs. Run with `--fixed-draft`, it bounds what any controller
-//! can make of the drafter's trees on this device.
+//! can make of the drafter's trees on this device. And its copy bound: the speed-up had every
+//! pass drafted the longest run of the answer that the context (prompt, answer so far) holds
+//! at that point, with draft lengths chosen in hindsight to spend least, at the same costs:
+//! what drafts copied from the context could reach at best on this device, whatever the
+//! drafter.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -105,6 +109,12 @@ struct CaseReport {
     /// curve).
     #[serde(skip_serializing_if = "Option::is_none")]
     hindsight_bound: Option<f64>,
+    /// Speed-up had every pass drafted the answer's copyable run exactly (needs the cost curve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copy_bound: Option<f64>,
+    /// For each answer position, the longest run of the answer from there that the context held.
+    #[serde(skip)]
+    copy_runs: Vec<usize>,
     verify_steps: usize,
     decode_passes: usize,
     drafted_tokens: usize,
@@ -137,6 +147,8 @@ struct TaskReport {
     median_tokens_per_verify: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     median_hindsight_bound: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_copy_bound: Option<f64>,
     all_identical: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     llama_lookup_median_ratio: Option<f64>,
@@ -193,6 +205,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
         bar.set_message(case.id.clone());
         let mut r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
         r.hindsight_bound = curve.as_ref().map(|c| hindsight_bound(&r.accepted_lengths, &c.ratio));
+        r.copy_bound = curve.as_ref().map(|c| copy_bound(&r.copy_runs, &c.ratio));
         if !a.json {
             print_case_line(&mut out, &r, reports.is_empty())?;
         }
@@ -235,19 +248,21 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     out.line("")?;
     out.line(
         "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
-         | hindsight bound | identical | llama.cpp lookup median |",
+         | hindsight bound | copy bound | identical | llama.cpp lookup median |",
     )?;
-    out.line("|---|---|---|---|---|---|---|---|---|")?;
+    out.line("|---|---|---|---|---|---|---|---|---|---|")?;
+    let bound = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
             t.min_ratio,
             t.median_tokens_per_step,
             t.median_tokens_per_verify,
-            t.median_hindsight_bound.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x")),
+            bound(t.median_hindsight_bound),
+            bound(t.median_copy_bound),
             if t.all_identical { "yes" } else { "NO" },
             t.llama_lookup_median_ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"))
         ))?;
@@ -361,9 +376,10 @@ fn run_case(
             bar.inc(1);
         }
     }
-    let (Some(spec), Some(plain)) = (spec_first, plain_first) else {
+    let (Some(spec), Some(plain), Some(answer)) = (spec_first, plain_first, reference) else {
         return Err(CliError::Other("no runs".into()));
     };
+    let copy_runs = copy_runs(&prompt_ids(engine, case)?, &answer);
     let (plain_tps, spec_tps) = (median(&plain_runs), median(&spec_runs));
     let sp = &spec.speculation;
     Ok(CaseReport {
@@ -381,6 +397,8 @@ fn run_case(
             sp.accepted_tokens as f64 / sp.verify_steps as f64
         },
         hindsight_bound: None,
+        copy_bound: None,
+        copy_runs,
         verify_steps: sp.verify_steps,
         decode_passes: sp.decode_passes,
         drafted_tokens: sp.drafted_tokens,
@@ -437,6 +455,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
             let ratios: Vec<f64> = rs.iter().map(|r| r.ratio).collect();
             let lookups: Vec<f64> = rs.iter().filter_map(|r| r.llama_lookup_ratio).collect();
             let bounds: Vec<f64> = rs.iter().filter_map(|r| r.hindsight_bound).collect();
+            let copy_bounds: Vec<f64> = rs.iter().filter_map(|r| r.copy_bound).collect();
             let verifying: Vec<f64> =
                 rs.iter().filter(|r| r.verify_steps > 0).map(|r| 1.0 + r.accepted_per_verify).collect();
             TaskReport {
@@ -447,6 +466,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 median_tokens_per_step: median(&rs.iter().map(|r| r.tokens_per_step).collect::<Vec<_>>()),
                 median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
+                median_copy_bound: (!copy_bounds.is_empty()).then(|| median(&copy_bounds)),
                 all_identical: rs.iter().all(|r| r.identical),
                 llama_lookup_median_ratio: (!lookups.is_empty()).then(|| median(&lookups)),
             }
@@ -489,11 +509,10 @@ fn measure_cost_curve(engine: &Arc<Engine>, prompt: &[u32], max: usize, reps: us
     })
 }
 
-/// Tokens over cost, in single-token passes, had each pass carried only the `a` drafted
-/// tokens it accepted: `accepted[a]` passes took `a + 1` tokens at cost(a + 1) each. Costs past
-/// the measured curve go on along its last step.
-fn hindsight_bound(accepted: &[usize], ratio: &[f64]) -> f64 {
-    let cost = |n: usize| match ratio {
+/// cost(n) / cost(1) from the measured `ratio` (n = 1, 2, ...); past the curve it goes on
+/// along its last step.
+fn cost_of(ratio: &[f64], n: usize) -> f64 {
+    match ratio {
         [] => 1.0,
         [r] => *r,
         _ if n <= ratio.len() => ratio[n - 1],
@@ -501,15 +520,50 @@ fn hindsight_bound(accepted: &[usize], ratio: &[f64]) -> f64 {
             let (last, before) = (ratio[ratio.len() - 1], ratio[ratio.len() - 2]);
             last + (last - before).max(0.0) * (n - ratio.len()) as f64
         }
-    };
-    let (tokens, passes) = accepted
-        .iter()
-        .enumerate()
-        .fold((0.0, 0.0), |(t, p), (a, &count)| (t + (count * (a + 1)) as f64, p + count as f64 * cost(a + 1)));
+    }
+}
+
+/// Tokens over cost, in single-token passes, had each pass carried only the `a` drafted
+/// tokens it accepted: `accepted[a]` passes took `a + 1` tokens at cost(a + 1) each.
+fn hindsight_bound(accepted: &[usize], ratio: &[f64]) -> f64 {
+    let (tokens, passes) = accepted.iter().enumerate().fold((0.0, 0.0), |(t, p), (a, &count)| {
+        (t + (count * (a + 1)) as f64, p + count as f64 * cost_of(ratio, a + 1))
+    });
     if passes == 0.0 {
         1.0
     } else {
         tokens / passes
+    }
+}
+
+/// For each position i of `answer`, the longest run `answer[i..i + k]` that occurs in the
+/// context a drafter had there: the prompt, then the answer before i.
+fn copy_runs(prompt: &[u32], answer: &[u32]) -> Vec<usize> {
+    let context: Vec<u32> = prompt.iter().chain(answer).copied().collect();
+    (0..answer.len())
+        .map(|i| {
+            let (seen, rest) = (&context[..prompt.len() + i], &answer[i..]);
+            (0..seen.len()).map(|p| seen[p..].iter().zip(rest).take_while(|(a, b)| a == b).count()).max().unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Tokens over cost, in single-token passes, of the cheapest way through the answer when the
+/// pass at position i may draft any d ≤ `runs[i]` tokens (all of them accepted) and takes
+/// d + 1 tokens at cost(d + 1). Drafts stay within [`DraftLimits`]' 63 tokens.
+fn copy_bound(runs: &[usize], ratio: &[f64]) -> f64 {
+    let n = runs.len();
+    // least[i]: the least cost of tokens i.. .
+    let mut least = vec![0.0; n + 1];
+    for i in (0..n).rev() {
+        least[i] = (0..=runs[i].min(n - 1 - i).min(63))
+            .map(|d| cost_of(ratio, d + 1) + least[i + d + 1])
+            .fold(f64::INFINITY, f64::min);
+    }
+    if n == 0 {
+        1.0
+    } else {
+        n as f64 / least[0]
     }
 }
 
@@ -606,6 +660,29 @@ mod tests {
         assert!((hindsight_bound(&[0, 0, 0, 0, 0, 1], &ratio) - 6.0 / 2.0).abs() < 1e-12);
         assert_eq!(hindsight_bound(&[5], &ratio), 1.0, "plain decoding is its own bound");
         assert_eq!(hindsight_bound(&[], &ratio), 1.0);
+    }
+
+    #[test]
+    fn copy_runs_follow_the_context_seen_so_far() {
+        // Prompt 1 2 3 4; the answer copies 2 3 4, then repeats its own 7s (a run never reads
+        // past the answer so far).
+        let runs = copy_runs(&[1, 2, 3, 4], &[2, 3, 4, 9, 7, 7, 7]);
+        assert_eq!(runs, vec![3, 2, 1, 0, 0, 1, 1]);
+        assert_eq!(copy_runs(&[5], &[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn copy_bound_drafts_the_runs_where_they_pay() {
+        let ratio = [1.0, 1.2, 1.4, 1.6];
+        // Nothing to copy: plain decoding.
+        assert_eq!(copy_bound(&[0, 0, 0], &ratio), 1.0);
+        // 4 tokens, a run of 3 at the start: one pass of 4 tokens at cost 1.6.
+        assert!((copy_bound(&[3, 2, 1, 0], &ratio) - 4.0 / 1.6).abs() < 1e-12);
+        // One token to copy: a pass of 2 at 1.2 beats two plain passes.
+        assert!((copy_bound(&[1, 0], &ratio) - 2.0 / 1.2).abs() < 1e-12);
+        // Costly verification: plain passes are cheaper.
+        assert_eq!(copy_bound(&[1, 0], &[1.0, 2.5]), 1.0);
+        assert_eq!(copy_bound(&[], &ratio), 1.0);
     }
 
     #[test]
