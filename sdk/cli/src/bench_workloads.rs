@@ -30,6 +30,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tern::model::{Logits, Scratch};
+use tern::speculative::cost::MAX_BATCH;
 use tern::{
     DraftLimits, Engine, Event, Message, Role, Session, SessionOptions, Speculation, SpeculationOptions, Stats,
 };
@@ -112,6 +113,9 @@ struct CaseReport {
     /// Speed-up had every pass drafted the answer's copyable run exactly (needs the cost curve).
     #[serde(skip_serializing_if = "Option::is_none")]
     copy_bound: Option<f64>,
+    /// The prompt as tokens (the llama.cpp comparison runs the same ones).
+    #[serde(skip)]
+    prompt_ids: Vec<u32>,
     /// For each answer position, the longest run of the answer from there that the context held.
     #[serde(skip)]
     copy_runs: Vec<usize>,
@@ -195,7 +199,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     let mut curve = None;
     if let (Some(n), Some(first)) = (a.cost_curve, cases.first()) {
         let prompt = prompt_ids(&engine, first)?;
-        let c = measure_cost_curve(&engine, &prompt, n.clamp(1, 63), a.repetitions as usize * 2 + 1)?;
+        let c = measure_cost_curve(&engine, &prompt, n.clamp(1, MAX_BATCH - 1), a.repetitions as usize * 2 + 1)?;
         print_curve(&mut out, &c, prompt.len(), a.json)?;
         curve = Some(c);
     }
@@ -251,7 +255,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
          | hindsight bound | copy bound | identical | llama.cpp lookup median |",
     )?;
     out.line("|---|---|---|---|---|---|---|---|---|---|")?;
-    let bound = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
+    let ratio_cell = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
             "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} |",
@@ -261,10 +265,10 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             t.min_ratio,
             t.median_tokens_per_step,
             t.median_tokens_per_verify,
-            bound(t.median_hindsight_bound),
-            bound(t.median_copy_bound),
+            ratio_cell(t.median_hindsight_bound),
+            ratio_cell(t.median_copy_bound),
             if t.all_identical { "yes" } else { "NO" },
-            t.llama_lookup_median_ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"))
+            ratio_cell(t.llama_lookup_median_ratio)
         ))?;
     }
     Ok(())
@@ -379,7 +383,8 @@ fn run_case(
     let (Some(spec), Some(plain), Some(answer)) = (spec_first, plain_first, reference) else {
         return Err(CliError::Other("no runs".into()));
     };
-    let copy_runs = copy_runs(&prompt_ids(engine, case)?, &answer);
+    let prompt_ids = prompt_ids(engine, case)?;
+    let copy_runs = copy_runs(&prompt_ids, &answer);
     let (plain_tps, spec_tps) = (median(&plain_runs), median(&spec_runs));
     let sp = &spec.speculation;
     Ok(CaseReport {
@@ -398,6 +403,7 @@ fn run_case(
         },
         hindsight_bound: None,
         copy_bound: None,
+        prompt_ids,
         copy_runs,
         verify_steps: sp.verify_steps,
         decode_passes: sp.decode_passes,
@@ -550,13 +556,13 @@ fn copy_runs(prompt: &[u32], answer: &[u32]) -> Vec<usize> {
 
 /// Tokens over cost, in single-token passes, of the cheapest way through the answer when the
 /// pass at position i may draft any d ≤ `runs[i]` tokens (all of them accepted) and takes
-/// d + 1 tokens at cost(d + 1). Drafts stay within [`DraftLimits`]' 63 tokens.
+/// d + 1 tokens at cost(d + 1). Drafts stay below [`MAX_BATCH`], as [`DraftLimits`] does.
 fn copy_bound(runs: &[usize], ratio: &[f64]) -> f64 {
     let n = runs.len();
     // least[i]: the least cost of tokens i.. .
     let mut least = vec![0.0; n + 1];
     for i in (0..n).rev() {
-        least[i] = (0..=runs[i].min(n - 1 - i).min(63))
+        least[i] = (0..=runs[i].min(n - 1 - i).min(MAX_BATCH - 1))
             .map(|d| cost_of(ratio, d + 1) + least[i + d + 1])
             .fold(f64::INFINITY, f64::min);
     }
@@ -582,7 +588,7 @@ fn print_curve(out: &mut Stdout, c: &CostCurveReport, depth: usize, json: bool) 
 #[derive(Serialize)]
 struct LlamaCase<'a> {
     id: &'a str,
-    prompt_ids: Vec<u32>,
+    prompt_ids: &'a [u32],
     max_new_tokens: usize,
 }
 
@@ -603,8 +609,9 @@ fn add_llama_cpp(
     reps: usize,
 ) -> Result<()> {
     let mut input = String::new();
-    for c in cases {
-        let line = LlamaCase { id: &c.id, prompt_ids: prompt_ids(engine, c)?, max_new_tokens: c.max_new_tokens };
+    // The reports are in the cases' order.
+    for (c, r) in cases.iter().zip(reports.iter()) {
+        let line = LlamaCase { id: &c.id, prompt_ids: &r.prompt_ids, max_new_tokens: c.max_new_tokens };
         input.push_str(&serde_json::to_string(&line).map_err(|e| CliError::Other(e.to_string()))?);
         input.push('\n');
     }

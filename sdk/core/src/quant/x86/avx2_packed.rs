@@ -197,30 +197,15 @@ q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, h
 
 /// Q5_0's 8 weight vectors as [`nibble_groups`] gives them, each quant's fifth bit added from
 /// the high-bit vector at `hb`: bit v (low nibbles of vector v) or 4 + v (high nibbles), moved
-/// to bit 4.
+/// to bit 4 (the two halves of [`q5_half`]).
 #[inline(always)]
 pub(super) unsafe fn q5_groups(qs: *const u8, hb: *const u8) -> [(__m256i, usize); 8] {
-    let mut g = nibble_groups(qs);
-    let bits = load(hb);
-    let b4 = _mm256_set1_epi8(0x10);
-    let at4 = [
-        _mm256_slli_epi16(bits, 4),
-        bits,
-        _mm256_slli_epi16(bits, 3),
-        _mm256_srli_epi16(bits, 1),
-        _mm256_slli_epi16(bits, 2),
-        _mm256_srli_epi16(bits, 2),
-        _mm256_slli_epi16(bits, 1),
-        _mm256_srli_epi16(bits, 3),
-    ];
-    for ((w, _), h) in g.iter_mut().zip(at4) {
-        *w = _mm256_or_si256(*w, _mm256_and_si256(h, b4));
-    }
-    g
+    let ([g0, g1, g2, g3], [g4, g5, g6, g7]) = (q5_half::<0>(qs, hb), q5_half::<1>(qs, hb));
+    [g0, g1, g2, g3, g4, g5, g6, g7]
 }
 
-/// Half `H` of [`q5_groups`]: the 4 vectors made from nibble vectors `2H` and `2H + 1`, in
-/// the same order, with the same activation offsets.
+/// Half `H` of a Q5_0 block: the 4 weight vectors made from nibble vectors `2H` and `2H + 1`
+/// (low nibbles multiply activations `8H..`, high ones `16 + 8H..`), fifth bits added.
 #[inline(always)]
 unsafe fn q5_half<const H: usize>(qs: *const u8, hb: *const u8) -> [(__m256i, usize); 4] {
     let (m4, b4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
