@@ -1,9 +1,10 @@
-//! AVX2 attention over a chunk of cached positions (see [`AttnChunkFn`]): the plan of the
-//! AVX-512 chunk kernel on 256-bit vectors. Keys and values (f16, or int8 keys and fp8 values)
-//! are converted in registers, every query head of the KV head is served by one read of each
-//! row, eight rows' dot products are summed by one transposing reduction, and `exp` is
-//! vectorised. Heads are taken in blocks sized so that the accumulators stay in the 16
-//! registers; each head's arithmetic (and so its bits) is the same whatever its block.
+//! AVX2 attention over a chunk of cached positions (see [`AttnChunkFn`]). Keys and values (f16,
+//! or int8 keys and fp8 values) are converted in registers, eight rows' dot products are summed
+//! by one transposing reduction, and `exp` is vectorised. The query heads of the call (those of
+//! one KV head, for one or several queries) are taken in blocks sized so that the accumulators
+//! stay in the 16 registers; a block computes its scores, softmax and weighted value sums in
+//! turn, each key and value vector loaded once for all of its heads. Each head's arithmetic
+//! (and so its bits) is the same whatever its block.
 //!
 //! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
 //! CPU, that every slot's key and value rows lie inside `keys` and `values`, and that heads are
@@ -19,48 +20,38 @@ use half::f16;
 
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
-/// Query heads handled per pass (every model here has at most 7 per KV head).
-const MAX_HEADS: usize = 8;
-
-/// Query heads computed together where all of a kernel's heads would not fit the 16 registers:
-/// the weighted value sums (4 heads × 16 dimensions: 8 accumulators), and the scores of up to
-/// 5 heads (2 or 4 rows at once, so that enough multiply-add chains are in flight).
-const HEAD_BLOCK: usize = 4;
+/// Query heads computed together: a block's accumulators stay in the 16 registers. The
+/// weighted value sums take 6 heads × 16 dimensions (12 accumulators), the scores 6 heads × 2
+/// rows (4 rows for 1 or 2 heads, so that enough multiply-add chains are in flight). Fewer,
+/// larger blocks load each key and value vector fewer times per multiply-add.
+const HEAD_BLOCK: usize = 6;
 
 /// `$call` with the const `$H` = `$h`, a head count in `1..=HEAD_BLOCK`; evaluates to its value.
 macro_rules! by_block_heads {
     ($h:expr, $H:ident => $call:expr) => {
+        by_block_heads!(@arms $h, $H, $call, 1 2 3 4 5)
+    };
+    (@arms $h:expr, $H:ident, $call:expr, $($n:literal)*) => {
         match $h {
-            1 => {
-                const $H: usize = 1;
-                $call
-            }
-            2 => {
-                const $H: usize = 2;
-                $call
-            }
-            3 => {
-                const $H: usize = 3;
-                $call
-            }
-            _ => {
-                const $H: usize = HEAD_BLOCK;
-                $call
-            }
+            $($n => { const $H: usize = $n; $call })*
+            _ => { const $H: usize = HEAD_BLOCK; $call }
         }
     };
 }
 
-/// `$body` for each block of at most `HEAD_BLOCK` of the heads `0..$g`, with `$h0` its first
-/// head and the const `$H` its head count.
+/// `$body` for each block of the heads `0..$g`, with `$h0` its first head and the const `$H`
+/// its head count: as few blocks as `HEAD_BLOCK` allows, of sizes as even as possible (7 heads
+/// as 4 and 3, not 6 and a lone head with too few independent chains).
 macro_rules! for_head_blocks {
     ($g:expr, $h0:ident, $H:ident => $body:expr) => {{
         let mut $h0 = 0;
+        let mut blocks = $g.div_ceil(HEAD_BLOCK);
         while $h0 < $g {
-            $h0 += by_block_heads!(($g - $h0).min(HEAD_BLOCK), $H => {
+            $h0 += by_block_heads!(($g - $h0).div_ceil(blocks), $H => {
                 $body;
                 $H
             });
+            blocks -= 1;
         }
     }};
 }
@@ -95,58 +86,45 @@ pub unsafe fn exp_ps(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
-/// The entry point of an x86 chunk kernel module with target features `$features`: the
-/// query heads in groups of at most `MAX_HEADS`, each group through the module's `chunk_f16`
-/// or `chunk_int8` instance for its head count.
-macro_rules! attn_chunk_entry {
-    ($features:literal) => {
-        #[target_feature(enable = $features)]
-        pub unsafe fn attn_chunk(
-            q: &[f32],
-            heads: usize,
-            rows: KvHeadRows<'_>,
-            slots: &[u32],
-            scale: f32,
-            scores: &mut [f32],
-            out: &mut [f32],
-        ) {
-            let hd = q.len() / heads;
-            for h0 in (0..heads).step_by(MAX_HEADS) {
-                let g = (heads - h0).min(MAX_HEADS);
-                let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
-                match rows {
-                    KvHeadRows::F16 { keys, values, stride } => {
-                        let (keys, values) = (keys.as_ptr(), values.as_ptr());
-                        by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out))
-                    }
-                    KvHeadRows::Int8Fp8 {
-                        keys,
-                        key_scales,
-                        values,
-                        value_scales,
-                        stride,
-                        key_scale_stride,
-                        value_scale_stride,
-                    } => {
-                        let rows = Int8Rows {
-                            keys: keys.as_ptr(),
-                            key_scales: key_scales.as_ptr(),
-                            value_scales: value_scales.as_ptr(),
-                            key_scale_stride,
-                            value_scale_stride,
-                        };
-                        let values = values.as_ptr();
-                        by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out))
-                    }
-                }
-            }
+/// Attention of `heads` query heads over a chunk (see [`AttnChunkFn`]): all heads in one call
+/// of the row format's kernel, which takes them in register-sized blocks.
+///
+/// [`AttnChunkFn`]: crate::quant::AttnChunkFn
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    match rows {
+        KvHeadRows::F16 { keys, values, stride } => {
+            chunk_f16(q, heads, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
         }
-    };
+        KvHeadRows::Int8Fp8 {
+            keys,
+            key_scales,
+            values,
+            value_scales,
+            stride,
+            key_scale_stride,
+            value_scale_stride,
+        } => {
+            let rows = Int8Rows {
+                keys: keys.as_ptr(),
+                key_scales: key_scales.as_ptr(),
+                value_scales: value_scales.as_ptr(),
+                key_scale_stride,
+                value_scale_stride,
+            };
+            chunk_int8(q, heads, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
+        }
+    }
 }
-
-pub(super) use attn_chunk_entry;
-
-attn_chunk_entry!("avx2,fma,f16c");
 
 /// Where int8 key rows and the key and value scales are (the AVX-512 kernel's too).
 #[derive(Clone, Copy)]
@@ -159,16 +137,17 @@ pub(super) struct Int8Rows {
 }
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as
-/// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor. Up to [`MAX_HEADS`]
-/// heads: scores eight rows at a time, softmax per head, values 16 dimensions at a time.
+/// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor. Scores eight rows at
+/// a time, softmax per head, values 16 dimensions at a time; heads in blocks of `HEAD_BLOCK`.
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident| $key:expr,
      |$vp:ident| $value:expr, |$vs:ident| $vscale:expr) => {
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn $name<const G: usize>(
+        unsafe fn $name(
             q: &[f32],
+            heads: usize,
             hd: usize,
             $kr: $K,
             vp: *const $V,
@@ -182,23 +161,45 @@ macro_rules! chunk_kernel {
             let nv = hd / 8;
             let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
 
-            // Scores, 8 rows at a time, in blocks of at most HEAD_BLOCK heads (see
-            // `products`); each head's 8 vectors are then summed together.
-            let mut part = [[_mm256_setzero_ps(); 8]; G];
-            for j0 in (0..n).step_by(8) {
-                let m = (n - j0).min(8);
-                let rows8 = &slots[j0..j0 + m];
-                if G > 5 {
-                    products::<G, 1>($kr, qp, nv, stride, rows8, &mut part);
-                } else {
-                    for_head_blocks!(G, h0, H => {
-                        let (q, part) = (qp.add(h0 * hd), &mut part[h0..]);
-                        products::<H, { if H >= 3 { 2 } else { 4 } }>($kr, q, nv, stride, rows8, part)
-                    });
+            // Per block of heads: scores, softmax numerators, weighted sums of value rows
+            // (the block's scores stay in L1).
+            for_head_blocks!(heads, h0, H => {
+                let sp = sp.add(h0 * n);
+                block_scores::<H, { if H >= 3 { 2 } else { 4 } }>($kr, qp.add(h0 * hd), nv, stride, slots, scale, sp);
+                for i in 0..H {
+                    let (max, sum) = numerators(sp.add(i * n), n);
+                    *op.add((h0 + i) * (hd + 2)) = max;
+                    *op.add((h0 + i) * (hd + 2) + 1) = sum;
                 }
-                for (i, p) in part.iter().enumerate() {
-                    let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
-                    store_first(sp.add(i * n + j0), m, sums);
+                values::<H>($kr, vp, stride, slots, nv, sp, op.add(h0 * (hd + 2)), hd)
+            });
+
+            /// The scaled scores of heads `0..H` (queries at `qp`, scores to `sp`), 8 rows at a
+            /// time (`R` at once, see `products`): each head's 8 vectors of products are then
+            /// summed together.
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn block_scores<const H: usize, const R: usize>(
+                $kr: $K,
+                qp: *const f32,
+                nv: usize,
+                stride: usize,
+                slots: &[u32],
+                scale: f32,
+                sp: *mut f32,
+            ) {
+                let n = slots.len();
+                // Rows past a chunk's last (`part[i][m..]`) are left as they were: their lanes
+                // are not stored.
+                let mut part = [[_mm256_setzero_ps(); 8]; H];
+                for j0 in (0..n).step_by(8) {
+                    let m = (n - j0).min(8);
+                    products::<H, R>($kr, qp, nv, stride, &slots[j0..j0 + m], &mut part);
+                    for (i, p) in part.iter().enumerate() {
+                        let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
+                        store_first(sp.add(i * n + j0), m, sums);
+                    }
                 }
             }
 
@@ -214,7 +215,7 @@ macro_rules! chunk_kernel {
                 nv: usize,
                 stride: usize,
                 rows8: &[u32],
-                part: &mut [[__m256; 8]],
+                part: &mut [[__m256; 8]; H],
             ) {
                 let _ = &$kr;
                 let (m, hd) = (rows8.len(), 8 * nv);
@@ -245,9 +246,11 @@ macro_rules! chunk_kernel {
                 }
             }
 
-            // Softmax numerators and their sums, per head.
-            for i in 0..G {
-                let s = sp.add(i * n);
+            /// The softmax numerators of the `n` scores at `s`, in place, rounded to f16 as
+            /// the reference (see `AttnChunkFn`); returns their maximum and the sum.
+            #[inline]
+            #[target_feature(enable = "avx2,fma,f16c")]
+            unsafe fn numerators(s: *mut f32, n: usize) -> (f32, f32) {
                 let mut mx = _mm256_set1_ps(f32::NEG_INFINITY);
                 let full = n / 8 * 8;
                 for j in (0..full).step_by(8) {
@@ -259,33 +262,25 @@ macro_rules! chunk_kernel {
                     .iter()
                     .chain(std::slice::from_raw_parts(s.add(full), n - full))
                     .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-                // Rounded to f16, as the reference (see `AttnChunkFn`).
-                let numerators = |x: __m256| {
+                let numerator = |x: __m256| {
                     let e = exp_ps(_mm256_sub_ps(x, _mm256_set1_ps(max)));
                     _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e))
                 };
                 let mut sum = _mm256_setzero_ps();
                 for j in (0..full).step_by(8) {
-                    let e = numerators(_mm256_loadu_ps(s.add(j)));
+                    let e = numerator(_mm256_loadu_ps(s.add(j)));
                     _mm256_storeu_ps(s.add(j), e);
                     sum = _mm256_add_ps(sum, e);
                 }
                 if full < n {
                     let mask = first_lanes(n - full);
-                    let e = numerators(_mm256_maskload_ps(s.add(full), mask));
+                    let e = numerator(_mm256_maskload_ps(s.add(full), mask));
                     _mm256_maskstore_ps(s.add(full), mask, e);
                     sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(mask)));
                 }
                 _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
-                *op.add(i * (hd + 2)) = max;
-                *op.add(i * (hd + 2) + 1) = lanes.iter().sum();
+                (max, lanes.iter().sum())
             }
-
-            // Weighted sums of value rows, in blocks of at most HEAD_BLOCK heads so that the
-            // accumulators, value vectors and weight stay in the 16 registers.
-            for_head_blocks!(G, h0, H => {
-                values::<H>($kr, vp, stride, slots, nv, sp.add(h0 * n), op.add(h0 * (hd + 2)), hd)
-            });
 
             /// Heads `0..H` (scores at `sp`, outputs at `op`), 16 dimensions at a time: for each
             /// dimension the products summed over the rows in order.

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::avx2_attn::{attn_chunk_entry, Int8Rows};
+use super::avx2_attn::Int8Rows;
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
@@ -49,7 +49,49 @@ unsafe fn load_f16(p: *const f16, m: __mmask16) -> __m512 {
     _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast()))
 }
 
-attn_chunk_entry!("avx512f,avx512bw,avx512vl,avx2,fma,f16c");
+/// The query heads in groups of at most `MAX_HEADS`, each group through the `chunk_f16` or
+/// `chunk_int8` instance for its head count.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub unsafe fn attn_chunk(
+    q: &[f32],
+    heads: usize,
+    rows: KvHeadRows<'_>,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / heads;
+    for h0 in (0..heads).step_by(MAX_HEADS) {
+        let g = (heads - h0).min(MAX_HEADS);
+        let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+        match rows {
+            KvHeadRows::F16 { keys, values, stride } => {
+                let (keys, values) = (keys.as_ptr(), values.as_ptr());
+                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out))
+            }
+            KvHeadRows::Int8Fp8 {
+                keys,
+                key_scales,
+                values,
+                value_scales,
+                stride,
+                key_scale_stride,
+                value_scale_stride,
+            } => {
+                let rows = Int8Rows {
+                    keys: keys.as_ptr(),
+                    key_scales: key_scales.as_ptr(),
+                    value_scales: value_scales.as_ptr(),
+                    key_scale_stride,
+                    value_scale_stride,
+                };
+                let values = values.as_ptr();
+                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out))
+            }
+        }
+    }
+}
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
 /// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor.
