@@ -23,29 +23,30 @@ use crate::quant::{KvHeadRows, KEY_GROUP};
 /// Query heads computed together: a block's accumulators stay in the 16 registers. The
 /// weighted value sums take 6 heads × 16 dimensions (12 accumulators), the scores 6 heads × 2
 /// rows (4 rows for 1 or 2 heads, so that enough multiply-add chains are in flight). Fewer,
-/// larger blocks load each key and value vector fewer times per multiply-add.
+/// larger blocks load each key and value vector fewer times per multiply-add. A call of 7 or
+/// 8 heads is one block: its scores take 1 row at a time, its value sums two sub-blocks.
 const HEAD_BLOCK: usize = 6;
 
-/// `$call` with the const `$H` = `$h`, a head count in `1..=HEAD_BLOCK`; evaluates to its value.
+/// `$call` with the const `$H` = `$h`, a head count in `1..=8`; evaluates to its value.
 macro_rules! by_block_heads {
     ($h:expr, $H:ident => $call:expr) => {
-        by_block_heads!(@arms $h, $H, $call, 1 2 3 4 5)
+        by_block_heads!(@arms $h, $H, $call, 1 2 3 4 5 6 7)
     };
     (@arms $h:expr, $H:ident, $call:expr, $($n:literal)*) => {
         match $h {
             $($n => { const $H: usize = $n; $call })*
-            _ => { const $H: usize = HEAD_BLOCK; $call }
+            _ => { const $H: usize = 8; $call }
         }
     };
 }
 
 /// `$body` for each block of the heads `0..$g`, with `$h0` its first head and the const `$H`
-/// its head count: as few blocks as `HEAD_BLOCK` allows, of sizes as even as possible (7 heads
-/// as 4 and 3, not 6 and a lone head with too few independent chains).
+/// its head count: 7 or 8 heads as one block, more as few blocks as `HEAD_BLOCK` allows, of
+/// sizes as even as possible (9 heads as 5 and 4, not 6 and 3).
 macro_rules! for_head_blocks {
     ($g:expr, $h0:ident, $H:ident => $body:expr) => {{
         let mut $h0 = 0;
-        let mut blocks = $g.div_ceil(HEAD_BLOCK);
+        let mut blocks = if $g == 7 || $g == 8 { 1 } else { $g.div_ceil(HEAD_BLOCK) };
         while $h0 < $g {
             $h0 += by_block_heads!(($g - $h0).div_ceil(blocks), $H => {
                 $body;
@@ -138,7 +139,7 @@ pub(super) struct Int8Rows {
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as
 /// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor. Scores eight rows at
-/// a time, softmax per head, values 16 dimensions at a time; heads in blocks of `HEAD_BLOCK`.
+/// a time, softmax per head, values 16 dimensions at a time; heads in blocks (see `for_head_blocks`).
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident| $key:expr,
      |$vp:ident| $value:expr, |$vs:ident| $vscale:expr) => {
@@ -162,16 +163,29 @@ macro_rules! chunk_kernel {
             let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
 
             // Per block of heads: scores, softmax numerators, weighted sums of value rows
-            // (the block's scores stay in L1).
+            // (the block's scores stay in L1). The block's queries are first copied to aligned
+            // vectors: the scores load each of them once per row or two, and a load that
+            // crosses a cache line costs twice.
+            let mut aligned_q = [std::mem::MaybeUninit::<__m256>::uninit(); 8 * MAX_HEAD_DIM / 8];
             for_head_blocks!(heads, h0, H => {
                 let sp = sp.add(h0 * n);
-                block_scores::<H, { if H >= 3 { 2 } else { 4 } }>($kr, qp.add(h0 * hd), nv, stride, slots, scale, sp);
+                for (i, a) in aligned_q[..H * nv].iter_mut().enumerate() {
+                    a.write(_mm256_loadu_ps(qp.add(h0 * hd + 8 * i)));
+                }
+                let qa = aligned_q.as_ptr().cast::<f32>();
+                block_scores::<H, { if H >= 7 { 1 } else if H >= 3 { 2 } else { 4 } }>($kr, qa, nv, stride, slots, scale, sp);
                 for i in 0..H {
                     let (max, sum) = numerators(sp.add(i * n), n);
                     *op.add((h0 + i) * (hd + 2)) = max;
                     *op.add((h0 + i) * (hd + 2) + 1) = sum;
                 }
-                values::<H>($kr, vp, stride, slots, nv, sp, op.add(h0 * (hd + 2)), hd)
+                let op = op.add(h0 * (hd + 2));
+                if H > HEAD_BLOCK {
+                    values::<4>($kr, vp, stride, slots, nv, sp, op, hd);
+                    values::<{ if H > 4 { H - 4 } else { 1 } }>($kr, vp, stride, slots, nv, sp.add(4 * n), op.add(4 * (hd + 2)), hd)
+                } else {
+                    values::<H>($kr, vp, stride, slots, nv, sp, op, hd)
+                }
             });
 
             /// The scaled scores of heads `0..H` (queries at `qp`, scores to `sp`), 8 rows at a
