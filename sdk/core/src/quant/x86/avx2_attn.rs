@@ -102,27 +102,48 @@ pub unsafe fn attn_chunk(
     out: &mut [f32],
 ) {
     let hd = q.len() / heads;
-    match rows {
-        KvHeadRows::F16 { keys, values, stride } => {
-            chunk_f16(q, heads, hd, keys.as_ptr(), values.as_ptr(), stride, slots, scale, scores, out)
+    match RowPointers::of(rows) {
+        (RowPointers::F16 { keys, values }, stride) => {
+            chunk_f16(q, heads, hd, keys, values, stride, slots, scale, scores, out)
         }
-        KvHeadRows::Int8Fp8 {
-            keys,
-            key_scales,
-            values,
-            value_scales,
-            stride,
-            key_scale_stride,
-            value_scale_stride,
-        } => {
-            let rows = Int8Rows {
-                keys: keys.as_ptr(),
-                key_scales: key_scales.as_ptr(),
-                value_scales: value_scales.as_ptr(),
+        (RowPointers::Int8Fp8 { rows, values }, stride) => {
+            chunk_int8(q, heads, hd, rows, values, stride, slots, scale, scores, out)
+        }
+    }
+}
+
+/// A chunk's key and value rows as the x86 chunk kernels read them (the AVX-512 kernel's too).
+#[derive(Clone, Copy)]
+pub(super) enum RowPointers {
+    F16 { keys: *const f16, values: *const f16 },
+    Int8Fp8 { rows: Int8Rows, values: *const u8 },
+}
+
+impl RowPointers {
+    /// The pointers of `rows`, and their row stride.
+    pub(super) fn of(rows: KvHeadRows<'_>) -> (RowPointers, usize) {
+        match rows {
+            KvHeadRows::F16 { keys, values, stride } => {
+                (RowPointers::F16 { keys: keys.as_ptr(), values: values.as_ptr() }, stride)
+            }
+            KvHeadRows::Int8Fp8 {
+                keys,
+                key_scales,
+                values,
+                value_scales,
+                stride,
                 key_scale_stride,
                 value_scale_stride,
-            };
-            chunk_int8(q, heads, hd, rows, values.as_ptr(), stride, slots, scale, scores, out)
+            } => {
+                let rows = Int8Rows {
+                    keys: keys.as_ptr(),
+                    key_scales: key_scales.as_ptr(),
+                    value_scales: value_scales.as_ptr(),
+                    key_scale_stride,
+                    value_scale_stride,
+                };
+                (RowPointers::Int8Fp8 { rows, values: values.as_ptr() }, stride)
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::avx2_attn::Int8Rows;
+use super::avx2_attn::{Int8Rows, RowPointers};
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
@@ -62,31 +62,15 @@ pub unsafe fn attn_chunk(
     out: &mut [f32],
 ) {
     let hd = q.len() / heads;
+    let (pointers, stride) = RowPointers::of(rows);
     for h0 in (0..heads).step_by(MAX_HEADS) {
         let g = (heads - h0).min(MAX_HEADS);
         let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
-        match rows {
-            KvHeadRows::F16 { keys, values, stride } => {
-                let (keys, values) = (keys.as_ptr(), values.as_ptr());
+        match pointers {
+            RowPointers::F16 { keys, values } => {
                 by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out))
             }
-            KvHeadRows::Int8Fp8 {
-                keys,
-                key_scales,
-                values,
-                value_scales,
-                stride,
-                key_scale_stride,
-                value_scale_stride,
-            } => {
-                let rows = Int8Rows {
-                    keys: keys.as_ptr(),
-                    key_scales: key_scales.as_ptr(),
-                    value_scales: value_scales.as_ptr(),
-                    key_scale_stride,
-                    value_scale_stride,
-                };
-                let values = values.as_ptr();
+            RowPointers::Int8Fp8 { rows, values } => {
                 by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out))
             }
         }
