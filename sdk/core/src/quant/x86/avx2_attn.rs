@@ -27,7 +27,10 @@ use crate::quant::{KvHeadRows, KEY_GROUP};
 /// 8 heads is one block: its scores take 1 row at a time, its value sums two sub-blocks.
 const HEAD_BLOCK: usize = 6;
 
-/// `$call` with the const `$H` = `$h`, a head count in `1..=8`; evaluates to its value.
+/// The most heads in one block (a call of 7 or 8 heads).
+const LARGEST_BLOCK: usize = 8;
+
+/// `$call` with the const `$H` = `$h`, a head count in `1..=LARGEST_BLOCK`; evaluates to its value.
 macro_rules! by_block_heads {
     ($h:expr, $H:ident => $call:expr) => {
         by_block_heads!(@arms $h, $H, $call, 1 2 3 4 5 6 7)
@@ -35,18 +38,18 @@ macro_rules! by_block_heads {
     (@arms $h:expr, $H:ident, $call:expr, $($n:literal)*) => {
         match $h {
             $($n => { const $H: usize = $n; $call })*
-            _ => { const $H: usize = 8; $call }
+            _ => { const $H: usize = LARGEST_BLOCK; $call }
         }
     };
 }
 
 /// `$body` for each block of the heads `0..$g`, with `$h0` its first head and the const `$H`
-/// its head count: 7 or 8 heads as one block, more as few blocks as `HEAD_BLOCK` allows, of
-/// sizes as even as possible (9 heads as 5 and 4, not 6 and 3).
+/// its head count: up to `LARGEST_BLOCK` heads as one block, more as few blocks as `HEAD_BLOCK`
+/// allows, of sizes as even as possible (9 heads as 5 and 4, not 6 and 3).
 macro_rules! for_head_blocks {
     ($g:expr, $h0:ident, $H:ident => $body:expr) => {{
         let mut $h0 = 0;
-        let mut blocks = if $g == 7 || $g == 8 { 1 } else { $g.div_ceil(HEAD_BLOCK) };
+        let mut blocks = if $g <= LARGEST_BLOCK { 1 } else { $g.div_ceil(HEAD_BLOCK) };
         while $h0 < $g {
             $h0 += by_block_heads!(($g - $h0).div_ceil(blocks), $H => {
                 $body;
@@ -187,7 +190,7 @@ macro_rules! chunk_kernel {
             // (the block's scores stay in L1). The block's queries are first copied to aligned
             // vectors: the scores load each of them once per row or two, and a load that
             // crosses a cache line costs twice.
-            let mut aligned_q = [std::mem::MaybeUninit::<__m256>::uninit(); 8 * MAX_HEAD_DIM / 8];
+            let mut aligned_q = [std::mem::MaybeUninit::<__m256>::uninit(); LARGEST_BLOCK * MAX_HEAD_DIM / 8];
             for_head_blocks!(heads, h0, H => {
                 let sp = sp.add(h0 * n);
                 for (i, a) in aligned_q[..H * nv].iter_mut().enumerate() {
@@ -225,8 +228,6 @@ macro_rules! chunk_kernel {
                 sp: *mut f32,
             ) {
                 let n = slots.len();
-                // Rows past a chunk's last (`part[i][m..]`) are left as they were: their lanes
-                // are not stored.
                 let mut part = [[_mm256_setzero_ps(); 8]; H];
                 for j0 in (0..n).step_by(8) {
                     let m = (n - j0).min(8);
