@@ -18,6 +18,7 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
+use super::tiles::prefetch;
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads computed together: a block's accumulators stay in the 16 registers. The
@@ -29,6 +30,13 @@ const HEAD_BLOCK: usize = 6;
 
 /// The most heads in one block (a call of 7 or 8 heads).
 const LARGEST_BLOCK: usize = 8;
+
+/// How many rows ahead of the one in use key and value rows are requested. A pass of one or two
+/// tokens reads the cached rows from memory once, with little arithmetic per row (SmolLM2 at
+/// depth 1400 reads 32 MB of them per pass); only the first block of heads requests them, the
+/// later blocks find them in cache. On Zen 3, 2 threads, SmolLM2 at depth 1400: one- and
+/// two-token passes -5%, eight tokens unchanged.
+const PREFETCH_ROWS: usize = 16;
 
 /// `$call` with the const `$H` = `$h`, a head count in `1..=LARGEST_BLOCK`; evaluates to its value.
 macro_rules! by_block_heads {
@@ -162,11 +170,13 @@ pub(super) struct Int8Rows {
 }
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as
-/// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor. Scores eight rows at
-/// a time, softmax per head, values 16 dimensions at a time; heads in blocks (see `for_head_blocks`).
+/// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor, `$krow(rows, offset)`
+/// where the key row at `offset` starts and its bytes per element (to request it ahead). Scores
+/// eight rows at a time, softmax per head, values 16 dimensions at a time; heads in blocks (see
+/// `for_head_blocks`).
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident| $key:expr,
-     |$vp:ident| $value:expr, |$vs:ident| $vscale:expr) => {
+     |$vp:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr) => {
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
@@ -197,7 +207,7 @@ macro_rules! chunk_kernel {
                     a.write(_mm256_loadu_ps(qp.add(h0 * hd + 8 * i)));
                 }
                 let qa = aligned_q.as_ptr().cast::<f32>();
-                block_scores::<H, { if H >= 7 { 1 } else if H >= 3 { 2 } else { 4 } }>($kr, qa, nv, stride, slots, scale, sp);
+                block_scores::<H, { if H >= 7 { 1 } else if H >= 3 { 2 } else { 4 } }>($kr, qa, nv, stride, slots, scale, sp, h0 == 0);
                 for i in 0..H {
                     let (max, sum) = numerators(sp.add(i * n), n);
                     *op.add((h0 + i) * (hd + 2)) = max;
@@ -205,16 +215,16 @@ macro_rules! chunk_kernel {
                 }
                 let op = op.add(h0 * (hd + 2));
                 if H > HEAD_BLOCK {
-                    values::<4>($kr, vp, stride, slots, nv, sp, op, hd);
-                    values::<{ if H > 4 { H - 4 } else { 1 } }>($kr, vp, stride, slots, nv, sp.add(4 * n), op.add(4 * (hd + 2)), hd)
+                    values::<4>($kr, vp, stride, slots, nv, sp, op, hd, h0 == 0);
+                    values::<{ if H > 4 { H - 4 } else { 1 } }>($kr, vp, stride, slots, nv, sp.add(4 * n), op.add(4 * (hd + 2)), hd, false)
                 } else {
-                    values::<H>($kr, vp, stride, slots, nv, sp, op, hd)
+                    values::<H>($kr, vp, stride, slots, nv, sp, op, hd, h0 == 0)
                 }
             });
 
             /// The scaled scores of heads `0..H` (queries at `qp`, scores to `sp`), 8 rows at a
             /// time (`R` at once, see `products`): each head's 8 vectors of products are then
-            /// summed together.
+            /// summed together. With `fetch_ahead`, rows `PREFETCH_ROWS` ahead are requested.
             #[inline]
             #[target_feature(enable = "avx2,fma,f16c")]
             #[allow(clippy::too_many_arguments)]
@@ -226,11 +236,19 @@ macro_rules! chunk_kernel {
                 slots: &[u32],
                 scale: f32,
                 sp: *mut f32,
+                fetch_ahead: bool,
             ) {
                 let n = slots.len();
                 let mut part = [[_mm256_setzero_ps(); 8]; H];
                 for j0 in (0..n).step_by(8) {
                     let m = (n - j0).min(8);
+                    if fetch_ahead {
+                        for &ahead in slots.get(j0 + PREFETCH_ROWS..(j0 + PREFETCH_ROWS + 8).min(n)).unwrap_or(&[]) {
+                            let ($pkr, $prow) = ($kr, ahead as usize * stride);
+                            let (row, elem): (*const u8, usize) = $krow;
+                            prefetch(row, 8 * nv * elem);
+                        }
+                    }
                     products::<H, R>($kr, qp, nv, stride, &slots[j0..j0 + m], &mut part);
                     for (i, p) in part.iter().enumerate() {
                         let sums = _mm256_mul_ps(sum8(p), _mm256_set1_ps(scale));
@@ -319,7 +337,8 @@ macro_rules! chunk_kernel {
             }
 
             /// Heads `0..H` (scores at `sp`, outputs at `op`), 16 dimensions at a time: for each
-            /// dimension the products summed over the rows in order.
+            /// dimension the products summed over the rows in order. With `fetch_ahead`, the
+            /// first pass requests whole rows `PREFETCH_ROWS` ahead.
             #[inline]
             #[target_feature(enable = "avx2,fma,f16c")]
             #[allow(clippy::too_many_arguments)]
@@ -332,6 +351,7 @@ macro_rules! chunk_kernel {
                 sp: *const f32,
                 op: *mut f32,
                 hd: usize,
+                fetch_ahead: bool,
             ) {
                 let _ = &$kr;
                 let n = slots.len();
@@ -339,6 +359,11 @@ macro_rules! chunk_kernel {
                     let two = nv - v0 >= 2;
                     let mut acc = [[_mm256_setzero_ps(); 2]; H];
                     for (j, &slot) in slots.iter().enumerate() {
+                        if fetch_ahead && v0 == 0 {
+                            if let Some(&ahead) = slots.get(j + PREFETCH_ROWS) {
+                                prefetch(vp.add(ahead as usize * stride).cast(), hd * std::mem::size_of::<$V>());
+                            }
+                        }
                         let row = vp.add(slot as usize * stride + 8 * v0);
                         let $vs = slot as usize;
                         let vs: f32 = $vscale;
@@ -371,7 +396,15 @@ macro_rules! chunk_kernel {
     };
 }
 
-chunk_kernel!(chunk_f16, *const f16, f16, |keys, _slot, _v, off| load_f16(keys.add(off)), |p| load_f16(p), |_slot| 1.0);
+chunk_kernel!(
+    chunk_f16,
+    *const f16,
+    f16,
+    |keys, _slot, _v, off| load_f16(keys.add(off)),
+    |p| load_f16(p),
+    |_slot| 1.0,
+    |keys, row| (keys.add(row).cast(), 2)
+);
 
 chunk_kernel!(
     chunk_int8,
@@ -390,7 +423,8 @@ chunk_kernel!(
         let rest = _mm_slli_epi16::<7>(_mm_and_si128(b, _mm_set1_epi16(0x7F)));
         _mm256_cvtph_ps(_mm_or_si128(sign, rest))
     },
-    |slot| *rows.value_scales.add(slot * rows.value_scale_stride)
+    |slot| *rows.value_scales.add(slot * rows.value_scale_stride),
+    |rows, row| (rows.keys.add(row).cast(), 1)
 );
 
 /// 8 f16 at `p` -> f32.

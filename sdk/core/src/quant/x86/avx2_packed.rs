@@ -26,7 +26,7 @@
 use std::arch::x86_64::*;
 
 use super::tile8::{self, ROWS};
-use super::tiles::{drive, each_q6k_slice, BlockLayout};
+use super::tiles::{drive, each_q6k_slice, prefetch, BlockLayout};
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -92,6 +92,20 @@ pub(super) unsafe fn store_tile<const E: usize>(out: [*mut f32; E], acc: [__m256
     }
 }
 
+/// How far past the block in use the weights are requested: a pass over one or two tokens
+/// streams the weights from memory with little arithmetic per byte, and the hardware's own
+/// prefetching leaves part of each block's load latency exposed. On Zen 3, 2 threads, one-token
+/// passes: SmolLM2 (Q4_1) -11%, Qwen2.5 and Gemma 3 (Q4_K, Q6_K) -14 to -18%; 4096 bytes ahead
+/// did as well on 4 tokens and worse on one.
+const PREFETCH_DISTANCE: usize = 2048;
+
+/// Requests the weights [`PREFETCH_DISTANCE`] past the tile block of `size` bytes at `p` (in
+/// this tile or the next; past the last tile they are never read).
+#[inline(always)]
+unsafe fn prefetch_ahead(p: *const u8, size: usize) {
+    prefetch(p.wrapping_add(PREFETCH_DISTANCE), size);
+}
+
 /// Adds block `b` of a 32-element format to the sums `acc`: `d_w × d_a × (isum - 2^shift × Σ a)`
 /// with the block's f16 scales at `d`, then `m × s` where the format has `m` (f16 at `m`).
 #[inline(always)]
@@ -145,6 +159,7 @@ macro_rules! q32_micro {
             for b in 0..nb {
                 let $qs = tile.add(o.size * b);
                 let $hb = $qs.add(o.a);
+                prefetch_ahead($qs, o.size);
                 let mut isum = [_mm256_setzero_si256(); E];
                 for $c in 0..8 / $chunk {
                     let chunk: [(__m256i, usize); $chunk] = $decode;
@@ -250,6 +265,7 @@ unsafe fn micro_q4_k<const E: usize>(
     let mut acc = [_mm256_setzero_ps(); E];
     for b in 0..nb {
         let qs = tile.add(o.size * b);
+        prefetch_ahead(qs, o.size);
         let mut sumi = [_mm256_setzero_si256(); E];
         for g in 0..4 {
             let (sc_lo, sc_hi) = split_pairs(pairs_u8(qs.add(o.a + 16 * g)));
@@ -368,6 +384,7 @@ unsafe fn micro_q6_k<const E: usize>(
     let mut acc = [_mm256_setzero_ps(); E];
     for b in 0..nb {
         let ql = tile.add(o.size * b);
+        prefetch_ahead(ql, o.size);
         let mut sumi = q6k_offsets(ql, o, &a, b);
         each_q6k_slice!(q6k_slice::<E>(ql, o, &a, b, &mut sumi));
         q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);

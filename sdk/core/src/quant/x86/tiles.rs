@@ -4,6 +4,16 @@
 use crate::quant::packed::tile_len;
 use crate::quant::GgmlType;
 
+/// Requests the `bytes` bytes at `p` into the cache, one prefetch per 64-byte line. Prefetches
+/// never fault, so `p` may point past the end of its buffer (the address is only computed).
+#[inline(always)]
+pub(crate) unsafe fn prefetch(p: *const u8, bytes: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in (0..bytes).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast());
+    }
+}
+
 /// Where the fields of one tile block (the tile's rows of one ggml block) lie, relative to its
 /// start, and its size. The quants come first; `a`..`d` are the scale fields in the order of
 /// the layout's table.
