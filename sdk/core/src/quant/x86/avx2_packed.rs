@@ -26,7 +26,7 @@
 use std::arch::x86_64::*;
 
 use super::tile8::{self, ROWS};
-use super::tiles::{drive, each_q6k_slice, prefetch, BlockLayout};
+use super::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -90,20 +90,6 @@ pub(super) unsafe fn store_tile<const E: usize>(out: [*mut f32; E], acc: [__m256
     for e in 0..E {
         store_rows(out[e], acc[e], valid);
     }
-}
-
-/// How far past the block in use the weights are requested: a pass over one or two tokens
-/// streams the weights from memory with little arithmetic per byte, and the hardware's own
-/// prefetching leaves part of each block's load latency exposed. On Zen 3, 2 threads, one-token
-/// passes: SmolLM2 (Q4_1) -11%, Qwen2.5 and Gemma 3 (Q4_K, Q6_K) -14 to -18%; 4096 bytes ahead
-/// did as well on 4 tokens and worse on one.
-const PREFETCH_DISTANCE: usize = 2048;
-
-/// Requests the weights [`PREFETCH_DISTANCE`] past the tile block of `size` bytes at `p` (in
-/// this tile or the next; past the last tile they are never read).
-#[inline(always)]
-unsafe fn prefetch_ahead(p: *const u8, size: usize) {
-    prefetch(p.wrapping_add(PREFETCH_DISTANCE), size);
 }
 
 /// Adds block `b` of a 32-element format to the sums `acc`: `d_w × d_a × (isum - 2^shift × Σ a)`

@@ -20,7 +20,7 @@
 use std::arch::x86_64::*;
 
 use super::tile16;
-use super::tiles::{drive, each_q6k_slice, BlockLayout};
+use super::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -74,6 +74,7 @@ macro_rules! q32_micro {
             for b in 0..nb {
                 let $qs = tile.add(o.size * b);
                 let $hb = $qs.add(o.a);
+                prefetch_ahead($qs, o.size);
                 let groups: [(__m512i, usize); 8] = $decode;
                 let mut isum = [_mm512_setzero_si512(); E];
                 for (w, off) in groups {
@@ -148,6 +149,7 @@ unsafe fn micro_q4_k<const E: usize>(
     let mut acc = [_mm512_setzero_ps(); E];
     for b in 0..nb {
         let qs = tile.add(o.size * b);
+        prefetch_ahead(qs, o.size);
         let mut sumi = [_mm512_setzero_si512(); E];
         let mut summ = [_mm512_setzero_si512(); E];
         for p in 0..4 {
@@ -203,6 +205,7 @@ unsafe fn micro_q6_k<const E: usize>(
     let mut acc = [_mm512_setzero_ps(); E];
     for b in 0..nb {
         let ql = tile.add(o.size * b);
+        prefetch_ahead(ql, o.size);
         let scales = |p: usize| _mm512_cvtepi8_epi16(_mm256_loadu_si256(ql.add(o.a + 32 * p).cast()));
         let mut corr = [_mm512_setzero_si512(); E];
         for p in 0..8 {

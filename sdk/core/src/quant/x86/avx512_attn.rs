@@ -15,10 +15,17 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::avx2_attn::{Int8Rows, RowPointers};
+use super::tiles::prefetch;
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
 const MAX_HEADS: usize = 8;
+
+/// How many rows ahead of the one in use key and value rows are requested: a pass of one or two
+/// tokens reads the cached rows from memory once, with little arithmetic per row. Only the first
+/// group of heads requests them; a later group (more than 8 query heads per KV head) finds them
+/// in cache.
+const PREFETCH_ROWS: usize = 16;
 
 /// The longest head handled (the caller sends longer ones elsewhere), in elements and in
 /// 16-element vectors.
@@ -68,21 +75,23 @@ pub unsafe fn attn_chunk(
         let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
         match pointers {
             RowPointers::F16 { keys, values } => {
-                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out))
+                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out, h0 == 0))
             }
             RowPointers::Int8Fp8 { rows, values } => {
-                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out))
+                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out, h0 == 0))
             }
         }
     }
 }
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
-/// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor.
-/// Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32 dimensions at a time.
+/// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor,
+/// `$krow(rows, offset)` where the key row at `offset` starts and its bytes per element (to
+/// request it ahead). Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32
+/// dimensions at a time; with `fetch_ahead`, rows [`PREFETCH_ROWS`] ahead are requested.
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident, $km:ident| $key:expr,
-     |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr) => {
+     |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr) => {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
@@ -96,6 +105,7 @@ macro_rules! chunk_kernel {
             scale: f32,
             scores: &mut [f32],
             out: &mut [f32],
+            fetch_ahead: bool,
         ) {
             let n = slots.len();
             let nv = hd.div_ceil(16);
@@ -118,6 +128,13 @@ macro_rules! chunk_kernel {
                 let m = (n - j0).min(16);
                 if m < 16 {
                     part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
+                }
+                if fetch_ahead {
+                    for &ahead in slots.get(j0 + PREFETCH_ROWS..(j0 + PREFETCH_ROWS + 16).min(n)).unwrap_or(&[]) {
+                        let ($pkr, $prow) = ($kr, ahead as usize * stride);
+                        let (row, elem): (*const u8, usize) = $krow;
+                        prefetch(row, hd * elem);
+                    }
                 }
                 for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
                     let mut acc = [_mm512_setzero_ps(); G];
@@ -165,6 +182,11 @@ macro_rules! chunk_kernel {
                 let two = nv - v0 >= 2;
                 let mut acc = [[_mm512_setzero_ps(); 2]; G];
                 for (j, &slot) in slots.iter().enumerate() {
+                    if fetch_ahead && v0 == 0 {
+                        if let Some(&ahead) = slots.get(j + PREFETCH_ROWS) {
+                            prefetch(vp.add(ahead as usize * stride).cast(), hd * std::mem::size_of::<$V>());
+                        }
+                    }
                     let row = vp.add(slot as usize * stride + 16 * v0);
                     let $vs = slot as usize;
                     let vs: f32 = $vscale;
@@ -202,7 +224,8 @@ chunk_kernel!(
     f16,
     |keys, _slot, _v, off, m| load_f16(keys.add(off), m),
     |p, m| load_f16(p, m),
-    |_slot| 1.0
+    |_slot| 1.0,
+    |keys, row| (keys.add(row).cast(), 2)
 );
 
 chunk_kernel!(
@@ -222,7 +245,8 @@ chunk_kernel!(
         let rest = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7);
         _mm512_cvtph_ps(_mm256_or_si256(sign, rest))
     },
-    |slot| *rows.value_scales.add(slot * rows.value_scale_stride)
+    |slot| *rows.value_scales.add(slot * rows.value_scale_stride),
+    |rows, row| (rows.keys.add(row).cast(), 1)
 );
 
 /// Where [`sum16`] takes the vector whose sum it leaves in lane `j`.

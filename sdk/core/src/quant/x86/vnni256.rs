@@ -41,6 +41,7 @@ macro_rules! q32_micro {
             for b in 0..nb {
                 let $qs = tile.add(o.size * b);
                 let $hb = $qs.add(o.a);
+                prefetch_ahead($qs, o.size);
                 let groups: [(__m256i, usize); 8] = $decode;
                 let mut isum = [_mm256_setzero_si256(); E];
                 for (w, off) in groups {
@@ -74,7 +75,7 @@ macro_rules! vnni256_kernels {
             q6k_offsets, q6k_quants, store_tile,
         };
         use crate::quant::x86::tile8;
-        use crate::quant::x86::tiles::{drive, each_q6k_slice, BlockLayout};
+        use crate::quant::x86::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
         use crate::quant::GgmlType;
 
         q32_micro!($features, $dot, micro_q4_0, d: a, shift: 3, signed: false, m: false, |qs, _hb| nibble_groups(qs));
@@ -110,6 +111,7 @@ macro_rules! vnni256_kernels {
             let mut acc = [_mm256_setzero_ps(); E];
             for b in 0..nb {
                 let qs = tile.add(o.size * b);
+                prefetch_ahead(qs, o.size);
                 let mut sumi = [_mm256_setzero_si256(); E];
                 for g in 0..4 {
                     let (sc_lo, sc_hi) = scale_lanes(pairs_u8(qs.add(o.a + 16 * g)), false);
@@ -149,6 +151,7 @@ macro_rules! vnni256_kernels {
             let mut acc = [_mm256_setzero_ps(); E];
             for b in 0..nb {
                 let ql = tile.add(o.size * b);
+                prefetch_ahead(ql, o.size);
                 let mut sumi = q6k_offsets(ql, o, &a, b);
                 each_q6k_slice!(q6k_slice::<E>(ql, o, &a, b, &mut sumi));
                 q6k_accumulate(&mut acc, &sumi, ql.add(o.b), &a, b);
