@@ -35,8 +35,8 @@ const LARGEST_BLOCK: usize = 8;
 /// tokens reads the cached rows from memory once, with little arithmetic per row (SmolLM2 at
 /// depth 1400 reads 32 MB of them per pass); only the first block of heads requests them, the
 /// later blocks find them in cache. On Zen 3, 2 threads, SmolLM2 at depth 1400: one- and
-/// two-token passes -5%, eight tokens unchanged.
-const PREFETCH_ROWS: usize = 16;
+/// two-token passes -5%, eight tokens unchanged. The AVX-512 kernel's too.
+pub(super) const PREFETCH_ROWS: usize = 16;
 
 /// `$call` with the const `$H` = `$h`, a head count in `1..=LARGEST_BLOCK`; evaluates to its value.
 macro_rules! by_block_heads {
@@ -159,6 +159,21 @@ impl RowPointers {
     }
 }
 
+/// Requests `bytes` bytes of the rows of `slots[from..from + count]` (those that exist), row
+/// `slot` starting at `row(slot)` (the AVX-512 kernel's too).
+#[inline(always)]
+pub(super) unsafe fn prefetch_rows(
+    slots: &[u32],
+    from: usize,
+    count: usize,
+    bytes: usize,
+    row: impl Fn(usize) -> *const u8,
+) {
+    for &slot in slots.get(from..(from + count).min(slots.len())).unwrap_or(&[]) {
+        prefetch(row(slot as usize), bytes);
+    }
+}
+
 /// Where int8 key rows and the key and value scales are (the AVX-512 kernel's too).
 #[derive(Clone, Copy)]
 pub(super) struct Int8Rows {
@@ -171,12 +186,12 @@ pub(super) struct Int8Rows {
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset)` loads key elements `8v..` as
 /// f32, `$value(row)` 8 values, `$vscale(slot)` is a value row's factor, `$krow(rows, offset)`
-/// where the key row at `offset` starts and its bytes per element (to request it ahead). Scores
-/// eight rows at a time, softmax per head, values 16 dimensions at a time; heads in blocks (see
-/// `for_head_blocks`).
+/// where the key row at `offset` starts, of `$kelem` bytes per element (to request it ahead).
+/// Scores eight rows at a time, softmax per head, values 16 dimensions at a time; heads in blocks
+/// (see `for_head_blocks`).
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident| $key:expr,
-     |$vp:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr) => {
+     |$vp:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr, $kelem:expr) => {
         #[inline]
         #[target_feature(enable = "avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
@@ -243,11 +258,10 @@ macro_rules! chunk_kernel {
                 for j0 in (0..n).step_by(8) {
                     let m = (n - j0).min(8);
                     if fetch_ahead {
-                        for &ahead in slots.get(j0 + PREFETCH_ROWS..(j0 + PREFETCH_ROWS + 8).min(n)).unwrap_or(&[]) {
-                            let ($pkr, $prow) = ($kr, ahead as usize * stride);
-                            let (row, elem): (*const u8, usize) = $krow;
-                            prefetch(row, 8 * nv * elem);
-                        }
+                        prefetch_rows(slots, j0 + PREFETCH_ROWS, 8, 8 * nv * $kelem, |slot| {
+                            let ($pkr, $prow) = ($kr, slot * stride);
+                            $krow
+                        });
                     }
                     products::<H, R>($kr, qp, nv, stride, &slots[j0..j0 + m], &mut part);
                     for (i, p) in part.iter().enumerate() {
@@ -360,9 +374,9 @@ macro_rules! chunk_kernel {
                     let mut acc = [[_mm256_setzero_ps(); 2]; H];
                     for (j, &slot) in slots.iter().enumerate() {
                         if fetch_ahead && v0 == 0 {
-                            if let Some(&ahead) = slots.get(j + PREFETCH_ROWS) {
-                                prefetch(vp.add(ahead as usize * stride).cast(), hd * std::mem::size_of::<$V>());
-                            }
+                            prefetch_rows(slots, j + PREFETCH_ROWS, 1, hd * std::mem::size_of::<$V>(), |slot| {
+                                vp.add(slot * stride).cast()
+                            });
                         }
                         let row = vp.add(slot as usize * stride + 8 * v0);
                         let $vs = slot as usize;
@@ -403,7 +417,8 @@ chunk_kernel!(
     |keys, _slot, _v, off| load_f16(keys.add(off)),
     |p| load_f16(p),
     |_slot| 1.0,
-    |keys, row| (keys.add(row).cast(), 2)
+    |keys, row| keys.add(row).cast(),
+    2
 );
 
 chunk_kernel!(
@@ -424,7 +439,8 @@ chunk_kernel!(
         _mm256_cvtph_ps(_mm_or_si128(sign, rest))
     },
     |slot| *rows.value_scales.add(slot * rows.value_scale_stride),
-    |rows, row| (rows.keys.add(row).cast(), 1)
+    |rows, row| rows.keys.add(row).cast(),
+    1
 );
 
 /// 8 f16 at `p` -> f32.

@@ -14,18 +14,11 @@ use std::arch::x86_64::*;
 
 use half::f16;
 
-use super::avx2_attn::{Int8Rows, RowPointers};
-use super::tiles::prefetch;
+use super::avx2_attn::{prefetch_rows, Int8Rows, RowPointers, PREFETCH_ROWS};
 use crate::quant::{KvHeadRows, KEY_GROUP};
 
 /// Query heads handled per pass (every model here has at most 7 per KV head).
 const MAX_HEADS: usize = 8;
-
-/// How many rows ahead of the one in use key and value rows are requested: a pass of one or two
-/// tokens reads the cached rows from memory once, with little arithmetic per row. Only the first
-/// group of heads requests them; a later group (more than 8 query heads per KV head) finds them
-/// in cache.
-const PREFETCH_ROWS: usize = 16;
 
 /// The longest head handled (the caller sends longer ones elsewhere), in elements and in
 /// 16-element vectors.
@@ -86,12 +79,13 @@ pub unsafe fn attn_chunk(
 
 /// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
 /// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor,
-/// `$krow(rows, offset)` where the key row at `offset` starts and its bytes per element (to
+/// `$krow(rows, offset)` where the key row at `offset` starts, of `$kelem` bytes per element (to
 /// request it ahead). Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32
-/// dimensions at a time; with `fetch_ahead`, rows [`PREFETCH_ROWS`] ahead are requested.
+/// dimensions at a time; with `fetch_ahead` (the first group of heads: a later one, of more than
+/// 8 query heads per KV head, finds them in cache), rows [`PREFETCH_ROWS`] ahead are requested.
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident, $km:ident| $key:expr,
-     |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr) => {
+     |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr, $kelem:expr) => {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
@@ -130,11 +124,10 @@ macro_rules! chunk_kernel {
                     part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
                 }
                 if fetch_ahead {
-                    for &ahead in slots.get(j0 + PREFETCH_ROWS..(j0 + PREFETCH_ROWS + 16).min(n)).unwrap_or(&[]) {
-                        let ($pkr, $prow) = ($kr, ahead as usize * stride);
-                        let (row, elem): (*const u8, usize) = $krow;
-                        prefetch(row, hd * elem);
-                    }
+                    prefetch_rows(slots, j0 + PREFETCH_ROWS, 16, hd * $kelem, |slot| {
+                        let ($pkr, $prow) = ($kr, slot * stride);
+                        $krow
+                    });
                 }
                 for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
                     let mut acc = [_mm512_setzero_ps(); G];
@@ -183,9 +176,9 @@ macro_rules! chunk_kernel {
                 let mut acc = [[_mm512_setzero_ps(); 2]; G];
                 for (j, &slot) in slots.iter().enumerate() {
                     if fetch_ahead && v0 == 0 {
-                        if let Some(&ahead) = slots.get(j + PREFETCH_ROWS) {
-                            prefetch(vp.add(ahead as usize * stride).cast(), hd * std::mem::size_of::<$V>());
-                        }
+                        prefetch_rows(slots, j + PREFETCH_ROWS, 1, hd * std::mem::size_of::<$V>(), |slot| {
+                            vp.add(slot * stride).cast()
+                        });
                     }
                     let row = vp.add(slot as usize * stride + 16 * v0);
                     let $vs = slot as usize;
@@ -225,7 +218,8 @@ chunk_kernel!(
     |keys, _slot, _v, off, m| load_f16(keys.add(off), m),
     |p, m| load_f16(p, m),
     |_slot| 1.0,
-    |keys, row| (keys.add(row).cast(), 2)
+    |keys, row| keys.add(row).cast(),
+    2
 );
 
 chunk_kernel!(
@@ -246,7 +240,8 @@ chunk_kernel!(
         _mm512_cvtph_ps(_mm256_or_si256(sign, rest))
     },
     |slot| *rows.value_scales.add(slot * rows.value_scale_stride),
-    |rows, row| (rows.keys.add(row).cast(), 1)
+    |rows, row| rows.keys.add(row).cast(),
+    1
 );
 
 /// Where [`sum16`] takes the vector whose sum it leaves in lane `j`.
