@@ -12,7 +12,6 @@ pub use config::{Activation, Architecture, Config, Rope, RopeStyle};
 pub use kv::{KvCache, KvPrecision};
 pub use weights::Matrix;
 
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -460,7 +459,7 @@ impl Model {
             s.qin.prepare(pool, k, &layer.w_gate, &s.xb[..n * d], n);
             s.qin.prepare(pool, k, &layer.w_up, &s.xb[..n * d], n);
             let (gate_ptr, up_ptr) = (SharedMut::new(s.gate.as_mut_ptr()), SharedMut::new(s.up.as_mut_ptr()));
-            let activation = c.activation;
+            let (activation, silu_mul) = (c.activation, k.silu_mul());
             let glu_rows = move |r0: usize, r1: usize| {
                 for t in 0..n {
                     // SAFETY: rows r0..r1 of every token belong to the calling task alone, and
@@ -471,7 +470,7 @@ impl Model {
                             std::slice::from_raw_parts(up_ptr.get().add(t * ff + r0), r1 - r0),
                         )
                     };
-                    glu(activation, g, u);
+                    glu(activation, silu_mul, g, u);
                 }
             };
             let mut gate_up = [
@@ -556,9 +555,9 @@ fn rope_angles(positions: &[usize], pos_scale: f32, inv_freq: &[f32], table: &mu
 }
 
 /// gate = act(gate) * up, element by element.
-fn glu(act: Activation, gate: &mut [f32], up: &[f32]) {
+fn glu(act: Activation, silu_mul: fn(&mut [f32], &[f32]), gate: &mut [f32], up: &[f32]) {
     match act {
-        Activation::Silu => gate.iter_mut().zip(up).for_each(|(a, &b)| *a = ops::silu(*a) * b),
+        Activation::Silu => silu_mul(gate, up),
         Activation::GeluTanh => gate.iter_mut().zip(up).for_each(|(a, &b)| *a = ops::gelu_tanh(*a) * b),
     }
 }

@@ -46,11 +46,6 @@ pub fn add_bias(x: &mut [f32], bias: &[f32]) {
 }
 
 #[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
-#[inline]
 fn gelu_tanh_exact(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())

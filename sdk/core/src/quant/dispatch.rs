@@ -49,6 +49,7 @@ pub struct Kernels {
     deq: [Option<DequantizeFn>; N_TYPES],
     f16_dot: fn(&[f16], &[f32]) -> f32,
     f16_axpy: fn(f32, &[f16], &mut [f32]),
+    silu_mul: fn(&mut [f32], &[f32]),
     attn_chunk: AttnChunkFn,
     packing: Option<&'static Packing>,
 }
@@ -80,6 +81,11 @@ impl Kernels {
     /// `y += a * x` for an f16 row (attention's sum of f16 value rows); the shorter length.
     pub fn f16_axpy(&self) -> fn(f32, &[f16], &mut [f32]) {
         self.f16_axpy
+    }
+
+    /// SwiGLU's `gate[i] = silu(gate[i]) * up[i]`; the shorter length.
+    pub fn silu_mul(&self) -> fn(&mut [f32], &[f32]) {
+        self.silu_mul
     }
 
     /// f32 row -> activation format `act` (`Q8_0`, `Q8_1`, `Q8_K`, or `F32`, which copies).
@@ -392,6 +398,7 @@ static REFERENCE: Kernels = {
         deq: DEQUANTIZE,
         f16_dot: r::vec_dot_f16_f32,
         f16_axpy: r::axpy_f16_f32,
+        silu_mul: r::silu_mul,
         attn_chunk: |q, heads, rows, slots, scale, scores, out| {
             if attn_chunk_ok(q, heads, rows, slots, scores, out) {
                 r::attn_chunk(q, heads, rows, slots, scale, scores, out)
@@ -545,6 +552,7 @@ macro_rules! simd_set {
                 deq: DEQUANTIZE,
                 f16_dot: |x, y| unsafe { crate::quant::$($simd)::+::vec_dot_f16_f32(x, y) },
                 f16_axpy: |a, x, y| unsafe { crate::quant::$($simd)::+::axpy_f16_f32(a, x, y) },
+                silu_mul: |g, u| unsafe { crate::quant::$($simd)::+::silu_mul(g, u) },
                 attn_chunk: $attn,
                 packing: $packing,
             }

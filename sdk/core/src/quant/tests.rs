@@ -771,9 +771,12 @@ fn attention_chunks_match_reference() {
 fn attention_heads_do_not_depend_on_their_group() {
     // A head's output, bit for bit, whether it shares the call with other heads or runs alone
     // (the kernels' head groups and blocks: 9 heads as 8 and 1 or as 5 and 4; 7 and 8 in one
-    // block; 24 as four blocks of 6). 40: f16 rows only (not a multiple of KEY_GROUP).
+    // block; 24 as four blocks of 6; 24 or more of 64 to 256 elements: f16 scores of all heads
+    // at once over transposed rows). 40: f16 rows only (not a multiple of KEY_GROUP).
     let mut rng = Rng(0x5eed);
-    for (hd, heads) in [(40, 9), (48, 9), (48, 5), (64, 3), (64, 7), (48, 8), (32, 24)] {
+    for (hd, heads) in
+        [(40, 9), (48, 9), (48, 5), (64, 3), (64, 7), (48, 8), (32, 24), (64, 24), (128, 18), (256, 35), (80, 11)]
+    {
         let (rows, n) = (30, 27);
         let keys: Vec<f16> = activations(&mut rng, rows * hd).into_iter().map(f16::from_f32).collect();
         let values: Vec<f16> = activations(&mut rng, rows * hd).into_iter().map(f16::from_f32).collect();
@@ -834,4 +837,29 @@ fn e4m3_rows_round_to_nearest_code() {
     let read = |c: u8| f16::from_bits(r::e4m3_f16_bits(c)).to_f32() * s;
     assert_eq!((read(c[0]), read(c[1]), read(c[2]), read(c[3])), (448.0, 1.0, -3.5, 0.0));
     assert_eq!(r::quantize_row_e4m3(&[0.0; 3], &mut c[..3]), 0.0);
+}
+
+#[test]
+fn silu_mul_matches_reference() {
+    // Ordinary activations, large ones of both signs (e^-x overflowing or vanishing), zeros.
+    let mut rng = Rng(0x5117);
+    let mut gate = activations(&mut rng, 203);
+    gate.extend([0.0, -0.0, 88.5, -88.5, 100.0, -100.0, 1e-30, -1e-30, 20.0, -20.0]);
+    let up = activations(&mut rng, gate.len());
+    let mut want = gate.clone();
+    r::silu_mul(&mut want, &up);
+    for k in available_kernels() {
+        let mut got = gate.clone();
+        (k.silu_mul())(&mut got, &up);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Below x = -87.3 the vector `exp` saturates, where |silu(x)| < 1e-35.
+            assert!((g - w).abs() <= 1e-6 * w.abs() + 1e-35, "{} i={i} x={}: {g} vs {w}", k.isa, gate[i]);
+        }
+        // Each element alone (in the last, partial vector): the same bits.
+        for i in (0..gate.len()).step_by(7) {
+            let mut one = [gate[i]];
+            (k.silu_mul())(&mut one, &up[i..i + 1]);
+            assert_eq!(one[0].to_bits(), got[i].to_bits(), "{} i={i}", k.isa);
+        }
+    }
 }

@@ -49,8 +49,34 @@ unsafe fn load_f16(p: *const f16, m: __mmask16) -> __m512 {
     _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast()))
 }
 
+/// `$call` with `const $NV` the head's count of 16-element vectors for the common head sizes
+/// (whole vectors: constant loop bounds and no lane masks), else 0 (masked, counted at run time).
+macro_rules! by_head_vectors {
+    ($hd:expr, $NV:ident => $call:expr) => {
+        match $hd {
+            64 => {
+                const $NV: usize = 4;
+                $call
+            }
+            128 => {
+                const $NV: usize = 8;
+                $call
+            }
+            256 => {
+                const $NV: usize = 16;
+                $call
+            }
+            _ => {
+                const $NV: usize = 0;
+                $call
+            }
+        }
+    };
+}
+
 /// The query heads in groups of at most `MAX_HEADS`, each group through the `chunk_f16` or
-/// `chunk_int8` instance for its head count.
+/// `chunk_int8` instance for its head count. With f16 keys and many heads (a batch's queries over
+/// a shared chunk), every head's scores are first computed together by [`scores_f16_by_rows`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub unsafe fn attn_chunk(
     q: &[f32],
@@ -62,18 +88,142 @@ pub unsafe fn attn_chunk(
     out: &mut [f32],
 ) {
     let hd = q.len() / heads;
+    let n = slots.len();
     let (pointers, stride) = RowPointers::of(rows);
+    let scored = match pointers {
+        RowPointers::F16 { keys, .. } if by_rows_pays(heads, hd) => {
+            by_head_vectors!(hd, NV => scores_f16_by_rows::<NV>(q, heads, keys, stride, slots, scale, scores));
+            true
+        }
+        _ => false,
+    };
     for h0 in (0..heads).step_by(MAX_HEADS) {
         let g = (heads - h0).min(MAX_HEADS);
         let (q, out) = (&q[h0 * hd..(h0 + g) * hd], &mut out[h0 * (hd + 2)..]);
+        let scores = if scored { &mut scores[h0 * n..] } else { &mut *scores };
+        let fetch_ahead = h0 == 0;
         match pointers {
             RowPointers::F16 { keys, values } => {
-                by_head_count!(g, G => chunk_f16::<G>(q, hd, keys, values, stride, slots, scale, scores, out, h0 == 0))
+                by_head_count!(g, G => by_head_vectors!(hd, NV => chunk_f16::<G, NV>(q, hd, keys, values, stride, slots, scale, scores, out, fetch_ahead, scored)))
             }
             RowPointers::Int8Fp8 { rows, values } => {
-                by_head_count!(g, G => chunk_int8::<G>(q, hd, rows, values, stride, slots, scale, scores, out, h0 == 0))
+                by_head_count!(g, G => by_head_vectors!(hd, NV => chunk_int8::<G, NV>(q, hd, rows, values, stride, slots, scale, scores, out, fetch_ahead, scored)))
             }
         }
+    }
+}
+
+/// Whether scoring all heads at once over transposed key blocks beats the head groups' own
+/// scoring: its transposes cost about 72 instructions per 16 elements of a 16-row block, the
+/// groups' reductions 30 shuffles per head (and one key conversion per group of 8 heads).
+fn by_rows_pays(heads: usize, hd: usize) -> bool {
+    hd.is_multiple_of(16) && hd <= MAX_HEAD_DIM && heads > hd / 8
+}
+
+/// Scores of every head (`scores[h * n + j]`, scaled) over f16 key rows, 16 rows at a time: the
+/// block's keys are transposed once (element `d` of its 16 rows in one vector), then each head's
+/// dot products with the 16 rows are formed lane-wise, in the order [`sum16`] adds a row's
+/// lanes in `chunk_f16`, so that the bits are the same. No shuffles per head.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn scores_f16_by_rows<const NV: usize>(
+    q: &[f32],
+    heads: usize,
+    keys: *const f16,
+    stride: usize,
+    slots: &[u32],
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let n = slots.len();
+    let hd = q.len() / heads;
+    let nv = if NV > 0 { NV } else { hd / 16 };
+    let zero_row = [f16::ZERO; MAX_HEAD_DIM];
+    let mut columns = [_mm512_setzero_ps(); MAX_HEAD_DIM];
+    for j0 in (0..n).step_by(16) {
+        let m = (n - j0).min(16);
+        prefetch_rows(slots, j0 + PREFETCH_ROWS, 16, hd * 2, |slot| keys.add(slot * stride).cast());
+        let rows: [*const f16; 16] =
+            std::array::from_fn(|r| if r < m { keys.add(slots[j0 + r] as usize * stride) } else { zero_row.as_ptr() });
+        for v in 0..nv {
+            transpose_f16_block(&rows, 16 * v, &mut columns[16 * v..16 * v + 16]);
+        }
+        let sp = scores.as_mut_ptr().add(j0);
+        let mut h = 0;
+        while h < heads {
+            let take = (heads - h).min(4);
+            let q = q.as_ptr().add(h * hd);
+            let out = sp.add(h * n);
+            match take {
+                4 => score_heads::<4>(q, hd, nv, &columns, scale, out, n, m),
+                3 => score_heads::<3>(q, hd, nv, &columns, scale, out, n, m),
+                2 => score_heads::<2>(q, hd, nv, &columns, scale, out, n, m),
+                _ => score_heads::<1>(q, hd, nv, &columns, scale, out, n, m),
+            }
+            h += take;
+        }
+    }
+}
+
+/// `columns[e]` = element `d + e` of the 16 rows, as f32 (`e` < 16): the 16 x 16 block of f16
+/// transposed in three rounds of interleaves within 128-bit lanes and one of lane moves.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn transpose_f16_block(rows: &[*const f16; 16], d: usize, columns: &mut [__m512]) {
+    let load = |r: usize| _mm256_loadu_si256(rows[r].add(d).cast());
+    // Rows i and i + 8: lanes 0-1 hold row i's 16 elements, lanes 2-3 row i + 8's.
+    let z: [__m512i; 8] =
+        std::array::from_fn(|i| _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load(i)), load(i + 8)));
+    // Per 128-bit lane, element k of rows 2p and 2p + 1 side by side (k < 4 in `lo`).
+    let lo: [__m512i; 4] = std::array::from_fn(|p| _mm512_unpacklo_epi16(z[2 * p], z[2 * p + 1]));
+    let hi: [__m512i; 4] = std::array::from_fn(|p| _mm512_unpackhi_epi16(z[2 * p], z[2 * p + 1]));
+    // Elements 2c and 2c + 1 of four rows: rows 0-3 (`a`) and 4-7 (`b`) of each half.
+    let pairs =
+        |x: &[__m512i; 4], r: usize| [_mm512_unpacklo_epi32(x[r], x[r + 1]), _mm512_unpackhi_epi32(x[r], x[r + 1])];
+    let (a, b) = ([pairs(&lo, 0), pairs(&hi, 0)], [pairs(&lo, 2), pairs(&hi, 2)]);
+    for k in 0..8 {
+        let (x, y) = (a[k / 4][(k / 2) % 2], b[k / 4][(k / 2) % 2]);
+        // Lane 0: element k of rows 0-7, lane 1 element 8 + k, lanes 2-3 the same of rows 8-15.
+        let c = if k % 2 == 0 { _mm512_unpacklo_epi64(x, y) } else { _mm512_unpackhi_epi64(x, y) };
+        let c = _mm512_shuffle_i64x2::<0b11_01_10_00>(c, c);
+        columns[k] = _mm512_cvtph_ps(_mm512_castsi512_si256(c));
+        columns[k + 8] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64::<1>(c));
+    }
+}
+
+/// Scaled scores of `H` heads (queries at `q`, `hd` apart) against the 16 rows in `columns`,
+/// stored `n` apart from `out` (the first `m` rows). A row's products are summed as in
+/// `chunk_f16`: lane `l` of its vector accumulates elements `l + 16v` in `v` order, then
+/// [`sum16`]'s tree adds lanes `l` and `l + 8`, then `+ 4`, `+ 2` and `+ 1`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn score_heads<const H: usize>(
+    q: *const f32,
+    hd: usize,
+    nv: usize,
+    columns: &[__m512; MAX_HEAD_DIM],
+    scale: f32,
+    out: *mut f32,
+    n: usize,
+    m: usize,
+) {
+    let lane = |l: usize| -> [__m512; H] {
+        let mut acc = [_mm512_setzero_ps(); H];
+        for v in 0..nv {
+            let k = columns[16 * v + l];
+            for (h, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(k, _mm512_set1_ps(*q.add(h * hd + 16 * v + l)), *a);
+            }
+        }
+        acc
+    };
+    let add = |x: [__m512; H], y: [__m512; H]| -> [__m512; H] { std::array::from_fn(|h| _mm512_add_ps(x[h], y[h])) };
+    let s1 = |l: usize| add(lane(l), lane(l + 8));
+    let s2 = |l: usize| add(s1(l), s1(l + 4));
+    let s3 = |l: usize| add(s2(l), s2(l + 2));
+    let sums = add(s3(0), s3(1));
+    for (h, s) in sums.iter().enumerate() {
+        _mm512_mask_storeu_ps(out.add(h * n), tail_mask(m), _mm512_mul_ps(*s, _mm512_set1_ps(scale)));
     }
 }
 
@@ -81,7 +231,7 @@ pub unsafe fn attn_chunk(
 /// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor,
 /// `$krow(rows, offset)` where the key row at `offset` starts, of `$kelem` bytes per element (to
 /// request it ahead). Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32
-/// dimensions at a time; with `fetch_ahead` (the first group of heads: a later one, of more than
+/// dimensions at a time (`scored`: the scores are already in `scores`); with `fetch_ahead` (the first group of heads: a later one, of more than
 /// 8 query heads per KV head, finds them in cache), rows [`PREFETCH_ROWS`] ahead are requested.
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident, $km:ident| $key:expr,
@@ -89,7 +239,7 @@ macro_rules! chunk_kernel {
         #[inline]
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         #[allow(clippy::too_many_arguments)]
-        unsafe fn $name<const G: usize>(
+        unsafe fn $name<const G: usize, const NV: usize>(
             q: &[f32],
             hd: usize,
             $kr: $K,
@@ -100,15 +250,16 @@ macro_rules! chunk_kernel {
             scores: &mut [f32],
             out: &mut [f32],
             fetch_ahead: bool,
+            scored: bool,
         ) {
             let n = slots.len();
-            let nv = hd.div_ceil(16);
-            let lanes = |v: usize| tail_mask(hd - 16 * v);
+            let nv = if NV > 0 { NV } else { hd.div_ceil(16) };
+            let lanes = |v: usize| if NV > 0 { 0xFFFF } else { tail_mask(hd - 16 * v) };
             let (qp, sp, op) = (q.as_ptr(), scores.as_mut_ptr(), out.as_mut_ptr());
 
             // Scores, 16 rows at a time: each key row is converted once and its lane-wise
             // products with every head kept; each head's 16 vectors are then summed together
-            // (one transposing reduction instead of 16 horizontal ones).
+            // (one transposing reduction instead of 16 horizontal ones). None when `scored`.
             // The queries, each head's vectors zero-padded to whole vectors (plain loads fold
             // into the multiply-adds).
             let mut qv = [[_mm512_setzero_ps(); MAX_HEAD_VECTORS]; G];
@@ -118,7 +269,7 @@ macro_rules! chunk_kernel {
                 }
             }
             let mut part = [[_mm512_setzero_ps(); 16]; G];
-            for j0 in (0..n).step_by(16) {
+            for j0 in (0..if scored { 0 } else { n }).step_by(16) {
                 let m = (n - j0).min(16);
                 if m < 16 {
                     part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
