@@ -51,6 +51,30 @@ mod tests;
 pub use blocks::{as_blocks, as_blocks_mut, Block};
 pub use dispatch::{available_kernels, kernels, reference_kernels, Kernels};
 
+/// Runs an element-wise vector kernel `f` over `W`-element pieces of `x` (in place) and `y`, to
+/// the shorter length: whole pieces where they lie, the last partial one through zero-padded
+/// copies, so that every element gets the same operations wherever it lies (batch invariance).
+/// Inlined into the caller, whose target features `f` needs.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[inline(always)]
+fn in_pieces<const W: usize>(x: &mut [f32], y: &[f32], mut f: impl FnMut(&mut [f32; W], &[f32; W])) {
+    let n = x.len().min(y.len());
+    let (mut xs, mut ys) = (x[..n].chunks_exact_mut(W), y[..n].chunks_exact(W));
+    for (a, b) in (&mut xs).zip(&mut ys) {
+        if let (Ok(a), Ok(b)) = (a.try_into(), b.try_into()) {
+            f(a, b);
+        }
+    }
+    let (xr, yr) = (xs.into_remainder(), ys.remainder());
+    if !xr.is_empty() {
+        let (mut a, mut b) = ([0f32; W], [0f32; W]);
+        a[..xr.len()].copy_from_slice(xr);
+        b[..yr.len()].copy_from_slice(yr);
+        f(&mut a, &b);
+        xr.copy_from_slice(&a[..xr.len()]);
+    }
+}
+
 /// Dot product of `n` elements: `w` is one weight row's bytes, `a` the quantized activation
 /// row's bytes (in the weight type's [`GgmlType::activation_type`]). Extra bytes are ignored;
 /// too few give `0.0`.

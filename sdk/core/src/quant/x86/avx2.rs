@@ -20,6 +20,7 @@ use half::{bf16, f16};
 
 use super::avx2_attn::exp_ps;
 use crate::quant::blocks::*;
+use crate::quant::in_pieces;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -371,28 +372,15 @@ pub unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
     }
 }
 
-/// `gate[i] = silu(gate[i]) * up[i]` (see the reference). The last partial vector goes through
-/// a zero-padded copy, so every element gets the same operations wherever it lies.
+/// `gate[i] = silu(gate[i]) * up[i]` (see the reference), 8 at a time.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
-    let n = gate.len().min(up.len());
-    let f = |x: __m256, u: __m256| {
+    in_pieces::<8>(gate, up, |g, u| {
+        let x = _mm256_loadu_ps(g.as_ptr());
         let e = exp_ps(_mm256_xor_ps(x, _mm256_set1_ps(-0.0)));
-        _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e)), u)
-    };
-    let (gp, up_) = (gate.as_mut_ptr(), up.as_ptr());
-    let mut i = 0;
-    while i + 8 <= n {
-        _mm256_storeu_ps(gp.add(i), f(_mm256_loadu_ps(gp.add(i)), _mm256_loadu_ps(up_.add(i))));
-        i += 8;
-    }
-    if i < n {
-        let (mut g, mut u) = ([0f32; 8], [0f32; 8]);
-        g[..n - i].copy_from_slice(&gate[i..n]);
-        u[..n - i].copy_from_slice(&up[i..n]);
-        _mm256_storeu_ps(g.as_mut_ptr(), f(_mm256_loadu_ps(g.as_ptr()), _mm256_loadu_ps(u.as_ptr())));
-        gate[i..n].copy_from_slice(&g[..n - i]);
-    }
+        let s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+        _mm256_storeu_ps(g.as_mut_ptr(), _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr())));
+    })
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
