@@ -230,9 +230,10 @@ unsafe fn score_heads<const H: usize>(
 /// One chunk kernel per row format: `$key(rows, slot, v, offset, mask)` loads key elements
 /// `16v..` as f32, `$value(row, mask)` 16 values, `$vscale(slot)` is a value row's factor,
 /// `$krow(rows, offset)` where the key row at `offset` starts, of `$kelem` bytes per element (to
-/// request it ahead). Up to [`MAX_HEADS`] heads: scores row by row, softmax per head, values 32
-/// dimensions at a time (`scored`: the scores are already in `scores`); with `fetch_ahead` (the first group of heads: a later one, of more than
-/// 8 query heads per KV head, finds them in cache), rows [`PREFETCH_ROWS`] ahead are requested.
+/// request it ahead). Up to [`MAX_HEADS`] heads: scores row by row (unless `scored`: they are
+/// already in `scores`), softmax per head, values 32 dimensions at a time; with `fetch_ahead`
+/// (the first group of heads: a later one, of more than 8 query heads per KV head, finds them
+/// in cache), rows [`PREFETCH_ROWS`] ahead are requested.
 macro_rules! chunk_kernel {
     ($name:ident, $K:ty, $V:ty, |$kr:ident, $slot:ident, $v:ident, $off:ident, $km:ident| $key:expr,
      |$vp:ident, $vm:ident| $value:expr, |$vs:ident| $vscale:expr, |$pkr:ident, $prow:ident| $krow:expr, $kelem:expr) => {
@@ -259,43 +260,45 @@ macro_rules! chunk_kernel {
 
             // Scores, 16 rows at a time: each key row is converted once and its lane-wise
             // products with every head kept; each head's 16 vectors are then summed together
-            // (one transposing reduction instead of 16 horizontal ones). None when `scored`.
+            // (one transposing reduction instead of 16 horizontal ones). Skipped when `scored`.
             // The queries, each head's vectors zero-padded to whole vectors (plain loads fold
             // into the multiply-adds).
-            let mut qv = [[_mm512_setzero_ps(); MAX_HEAD_VECTORS]; G];
-            for (i, qh) in qv.iter_mut().enumerate() {
-                for (v, x) in qh.iter_mut().enumerate().take(nv) {
-                    *x = _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v));
+            if !scored {
+                let mut qv = [[_mm512_setzero_ps(); MAX_HEAD_VECTORS]; G];
+                for (i, qh) in qv.iter_mut().enumerate() {
+                    for (v, x) in qh.iter_mut().enumerate().take(nv) {
+                        *x = _mm512_maskz_loadu_ps(lanes(v), qp.add(i * hd + 16 * v));
+                    }
                 }
-            }
-            let mut part = [[_mm512_setzero_ps(); 16]; G];
-            for j0 in (0..if scored { 0 } else { n }).step_by(16) {
-                let m = (n - j0).min(16);
-                if m < 16 {
-                    part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
-                }
-                if fetch_ahead {
-                    prefetch_rows(slots, j0 + PREFETCH_ROWS, 16, hd * $kelem, |slot| {
-                        let ($pkr, $prow) = ($kr, slot * stride);
-                        $krow
-                    });
-                }
-                for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
-                    let mut acc = [_mm512_setzero_ps(); G];
-                    for v in 0..nv {
-                        let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
-                        let k = $key;
-                        for (a, qh) in acc.iter_mut().zip(&qv) {
-                            *a = _mm512_fmadd_ps(k, qh[v], *a);
+                let mut part = [[_mm512_setzero_ps(); 16]; G];
+                for j0 in (0..n).step_by(16) {
+                    let m = (n - j0).min(16);
+                    if m < 16 {
+                        part.iter_mut().for_each(|p| p.iter_mut().for_each(|v| *v = _mm512_setzero_ps()));
+                    }
+                    if fetch_ahead {
+                        prefetch_rows(slots, j0 + PREFETCH_ROWS, 16, hd * $kelem, |slot| {
+                            let ($pkr, $prow) = ($kr, slot * stride);
+                            $krow
+                        });
+                    }
+                    for (jj, &$slot) in slots[j0..j0 + m].iter().enumerate() {
+                        let mut acc = [_mm512_setzero_ps(); G];
+                        for v in 0..nv {
+                            let ($v, $off, $km) = (v, $slot as usize * stride + 16 * v, lanes(v));
+                            let k = $key;
+                            for (a, qh) in acc.iter_mut().zip(&qv) {
+                                *a = _mm512_fmadd_ps(k, qh[v], *a);
+                            }
+                        }
+                        for (p, a) in part.iter_mut().zip(&acc) {
+                            p[TRANSPOSED[jj]] = *a;
                         }
                     }
-                    for (p, a) in part.iter_mut().zip(&acc) {
-                        p[TRANSPOSED[jj]] = *a;
+                    for (i, p) in part.iter().enumerate() {
+                        let sums = _mm512_mul_ps(sum16(p), _mm512_set1_ps(scale));
+                        _mm512_mask_storeu_ps(sp.add(i * n + j0), tail_mask(m), sums);
                     }
-                }
-                for (i, p) in part.iter().enumerate() {
-                    let sums = _mm512_mul_ps(sum16(p), _mm512_set1_ps(scale));
-                    _mm512_mask_storeu_ps(sp.add(i * n + j0), tail_mask(m), sums);
                 }
             }
 
