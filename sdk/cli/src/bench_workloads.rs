@@ -68,7 +68,8 @@ pub struct BenchWorkloadsArgs {
     /// Prompt positions calibrated during prefill (0 = off) [default: the session default]
     #[arg(long, value_name = "N")]
     pub calibration: Option<usize>,
-    /// Measure the cost of verifying n tokens, n = 1..=N, at the first case's context depth
+    /// Measure the cost of verifying n tokens, n = 1..=N, at each case's context depth (and price
+    /// its bounds with it)
     #[arg(long, value_name = "N")]
     pub cost_curve: Option<usize>,
     /// Also run llama.cpp plain and with prompt-lookup decoding on the same prompt tokens,
@@ -113,6 +114,10 @@ struct CaseReport {
     /// Speed-up had every pass drafted the answer's copyable run exactly (needs the cost curve).
     #[serde(skip_serializing_if = "Option::is_none")]
     copy_bound: Option<f64>,
+    /// cost(n) / cost(1) for n = 1, 2, ... at this case's prompt depth, which both bounds are
+    /// priced with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_ratio: Option<Vec<f64>>,
     /// The prompt as tokens (the llama.cpp comparison runs the same ones).
     #[serde(skip)]
     prompt_ids: Vec<u32>,
@@ -196,20 +201,22 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             a.repetitions
         ))?;
     }
-    let mut curve = None;
-    if let (Some(n), Some(first)) = (a.cost_curve, cases.first()) {
-        let prompt = prompt_ids(&engine, first)?;
-        let c = measure_cost_curve(&engine, &prompt, n.clamp(1, MAX_BATCH - 1), a.repetitions as usize * 2 + 1)?;
-        print_curve(&mut out, &c, prompt.len(), a.json)?;
-        curve = Some(c);
-    }
-
     let mut reports = Vec::new();
     for case in &cases {
         bar.set_message(case.id.clone());
         let mut r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
-        r.hindsight_bound = curve.as_ref().map(|c| hindsight_bound(&r.accepted_lengths, &c.ratio));
-        r.copy_bound = curve.as_ref().map(|c| copy_bound(&r.copy_runs, &c.ratio));
+        // Each case's bounds at its own depth: how much a pass of n tokens costs next to one
+        // depends on how much of it is attention over the cache.
+        if let Some(n) = a.cost_curve {
+            let c =
+                measure_cost_curve(&engine, &r.prompt_ids, n.clamp(1, MAX_BATCH - 1), a.repetitions as usize * 2 + 1)?;
+            if reports.is_empty() {
+                print_curve(&mut out, &c, r.prompt_ids.len(), a.json)?;
+            }
+            r.hindsight_bound = Some(hindsight_bound(&r.accepted_lengths, &c.ratio));
+            r.copy_bound = Some(copy_bound(&r.copy_runs, &c.ratio));
+            r.cost_ratio = Some(c.ratio);
+        }
         if !a.json {
             print_case_line(&mut out, &r, reports.is_empty())?;
         }
@@ -403,6 +410,7 @@ fn run_case(
         },
         hindsight_bound: None,
         copy_bound: None,
+        cost_ratio: None,
         prompt_ids,
         copy_runs,
         verify_steps: sp.verify_steps,

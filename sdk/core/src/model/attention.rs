@@ -4,10 +4,11 @@
 //! are cut into chunks of [`CHUNK`] counted from the first visible one. A task handles one chunk
 //! for one KV head and all the query heads sharing it (each key and value row is read once for
 //! the group): scores, their maximum `m`, `l = Σ exp(s - m)` and the weighted value sum. The
-//! chunks of a query are then combined in order, rescaled to the common maximum. Chunk bounds
-//! depend only on the query's own view, never on the batch, the thread count or the core set, so a
-//! token gets the same bits alone, in a prefill chunk or as a tree node, and long contexts split
-//! across threads.
+//! chunks of a query are then combined in order, rescaled to the common maximum, by whichever
+//! task finished the query's last chunk (so combining runs on every thread, inside the job).
+//! Chunk bounds depend only on the query's own view, never on the batch, the thread count or
+//! the core set, so a token gets the same bits alone, in a prefill chunk or as a tree node, and
+//! long contexts split across threads.
 //!
 //! The chunks that lie wholly in the cache are the same for every query of a batch (when all
 //! see the cache from its start): one task then serves every query's heads over such a chunk,
@@ -16,6 +17,7 @@
 //! chunk at long context no longer costs a pass over the cache per token.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use half::slice::HalfFloatSliceExt;
 
@@ -52,6 +54,9 @@ pub(super) struct Scratch {
     own_chunks: Vec<usize>,
     /// Per chunk and query head: `m`, `l`, then the head's weighted value sum.
     partial: Vec<f32>,
+    /// Per query and KV head: chunks still to compute (the task that computes the last one
+    /// combines them).
+    remaining: Vec<AtomicUsize>,
     /// The queries rounded to f16.
     q16: Vec<half::f16>,
 }
@@ -115,6 +120,14 @@ pub(super) fn attend(
     let chunks = s.chunk_query.len();
     let per_head = hd + 2;
     s.partial.resize(chunks * nh * per_head, 0.0);
+    let n_kv = h.n_head_kv;
+    if s.remaining.len() < n * n_kv {
+        s.remaining.resize_with(n * n_kv, AtomicUsize::default);
+    }
+    for t in 0..n {
+        let count = chunks_of(&s.first_chunk, t, chunks).len();
+        s.remaining[t * n_kv..(t + 1) * n_kv].iter().for_each(|r| r.store(count, Ordering::Relaxed));
+    }
 
     let attn_chunk = kernels.attn_chunk();
     let partial = SharedMut::new(s.partial.as_mut_ptr());
@@ -126,6 +139,25 @@ pub(super) fn attend(
         unsafe { std::slice::from_raw_parts_mut(partial.get().add((ci * nh + g * group) * per_head), group * per_head) }
     };
     let (first_chunk, chunk_query, own_chunks) = (&s.first_chunk, &s.chunk_query, &s.own_chunks);
+    let output = SharedMut::new(out.as_mut_ptr());
+    // Query t's chunks for KV head g are done: combine them into its heads' outputs, in chunk
+    // order, rescaled to their common maximum. Run by the task that finished the last of them,
+    // so that combining is spread over the threads instead of following the job.
+    let chunk_done = |t: usize, g: usize| {
+        if s.remaining[t * n_kv + g].fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        for head in g * group..(g + 1) * group {
+            // SAFETY: every chunk of (t, g) is written (the counter's acquire orders those
+            // writes before these reads) and no task writes it again in this pass; out holds
+            // n * nh * hd values and head `head` of query t is combined here only.
+            let part = |c: usize| unsafe {
+                std::slice::from_raw_parts(partial.get().add((c * nh + head) * per_head) as *const f32, per_head)
+            };
+            let o = unsafe { std::slice::from_raw_parts_mut(output.get().add((t * nh + head) * hd), hd) };
+            combine_chunks(chunks_of(first_chunk, t, chunks).map(part), o);
+        }
+    };
     let query_blocks = n.div_ceil(SHARED_QUERIES);
     let shared_tasks = shared * h.n_head_kv * query_blocks;
     pool.parallel_for(shared_tasks + own_chunks.len() * h.n_head_kv, &|task| {
@@ -149,6 +181,7 @@ pub(super) fn attend(
                 attn_chunk(&b.queries, heads, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
                 for (t, part) in (t0..t1).zip(b.partial.chunks_exact(group * per_head)) {
                     heads_out(first_chunk[t] + c, g).copy_from_slice(part);
+                    chunk_done(t, g);
                 }
                 return;
             }
@@ -164,30 +197,31 @@ pub(super) fn attend(
             b.scores.resize(group * CHUNK, 0.0);
             let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
             attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, heads_out(ci, g));
+            chunk_done(t, g);
         });
     });
+}
 
-    // Combine each query head's chunks in order, rescaled to their common maximum.
-    for t in 0..n {
-        let (c0, c1) = (s.first_chunk[t], s.first_chunk.get(t + 1).copied().unwrap_or(chunks));
-        for head in 0..nh {
-            let part = |c: usize| &s.partial[(c * nh + head) * per_head..(c * nh + head + 1) * per_head];
-            let m = (c0..c1).map(|c| part(c)[0]).fold(f32::NEG_INFINITY, f32::max);
-            let o = &mut out[t * nh * hd + head * hd..][..hd];
-            o.fill(0.0);
-            let mut l = 0.0;
-            for c in c0..c1 {
-                let p = part(c);
-                let w = (p[0] - m).exp();
-                l += w * p[1];
-                for (o, &a) in o.iter_mut().zip(&p[2..]) {
-                    *o += w * a;
-                }
-            }
-            let inv = 1.0 / l;
-            o.iter_mut().for_each(|v| *v *= inv);
+/// The chunk indices of query `t` (of `chunks` in all).
+fn chunks_of(first_chunk: &[usize], t: usize, chunks: usize) -> std::ops::Range<usize> {
+    first_chunk[t]..first_chunk.get(t + 1).copied().unwrap_or(chunks)
+}
+
+/// One query head's output from its chunks' partial results (`m`, `l`, then the weighted value
+/// sum), in chunk order, rescaled to their common maximum.
+fn combine_chunks<'a>(parts: impl Iterator<Item = &'a [f32]> + Clone, o: &mut [f32]) {
+    let m = parts.clone().map(|p| p[0]).fold(f32::NEG_INFINITY, f32::max);
+    o.fill(0.0);
+    let mut l = 0.0;
+    for p in parts {
+        let w = (p[0] - m).exp();
+        l += w * p[1];
+        for (o, &a) in o.iter_mut().zip(&p[2..]) {
+            *o += w * a;
         }
     }
+    let inv = 1.0 / l;
+    o.iter_mut().for_each(|v| *v *= inv);
 }
 
 /// Where the tokens of one pass sit: their positions and, for a token tree, which batch slots

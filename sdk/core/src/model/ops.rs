@@ -11,23 +11,54 @@ use super::weights::Matrix;
 /// out = x / rms(x) * w, row by row.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
-    for (xr, or) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / n as f32;
-        let inv = 1.0 / (ss + eps).sqrt();
-        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
+    for_each_sum_of_squares(x, n, |r, ss| {
+        let inv = 1.0 / (ss / n as f32 + eps).sqrt();
+        for ((o, &v), &g) in out[r * n..(r + 1) * n].iter_mut().zip(&x[r * n..(r + 1) * n]).zip(w) {
             *o = v * inv * g;
         }
-    }
+    });
 }
 
 /// In-place RMS norm of every `w.len()`-sized chunk (per-head QK norm).
 pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let n = w.len();
-    for xr in x.chunks_exact_mut(n) {
-        let ss: f32 = xr.iter().map(|v| v * v).sum::<f32>() / n as f32;
-        let inv = 1.0 / (ss + eps).sqrt();
-        for (v, &g) in xr.iter_mut().zip(w) {
-            *v = *v * inv * g;
+    let mut inv = [0f32; SQUARES_ROWS];
+    let rows = x.len() / n.max(1);
+    for r0 in (0..rows).step_by(SQUARES_ROWS) {
+        let r1 = (r0 + SQUARES_ROWS).min(rows);
+        let block = &mut x[r0 * n..r1 * n];
+        for_each_sum_of_squares(block, n, |r, ss| inv[r] = 1.0 / (ss / n as f32 + eps).sqrt());
+        for (xr, &inv) in block.chunks_exact_mut(n).zip(&inv) {
+            for (v, &g) in xr.iter_mut().zip(w) {
+                *v = *v * inv * g;
+            }
+        }
+    }
+}
+
+/// Rows whose sums of squares run side by side.
+const SQUARES_ROWS: usize = 8;
+
+/// Calls `f(r, Σ v²)` for every `n`-long row `r` of `x`. Each row is summed in element order,
+/// as a plain fold would (so the bits are those of `iter().map(|v| v * v).sum()`), but
+/// [`SQUARES_ROWS`] rows at a time: their additions are independent, so they overlap instead
+/// of each waiting on the one before (a batch's norms run on one thread while the others idle).
+fn for_each_sum_of_squares(x: &[f32], n: usize, mut f: impl FnMut(usize, f32)) {
+    if n == 0 {
+        return;
+    }
+    let rows = x.len() / n;
+    for r0 in (0..rows).step_by(SQUARES_ROWS) {
+        let k = (rows - r0).min(SQUARES_ROWS);
+        let mut ss = [0f32; SQUARES_ROWS];
+        for i in 0..n {
+            for (r, s) in ss.iter_mut().enumerate().take(k) {
+                let v = x[(r0 + r) * n + i];
+                *s += v * v;
+            }
+        }
+        for (r, &s) in ss.iter().enumerate().take(k) {
+            f(r0 + r, s);
         }
     }
 }

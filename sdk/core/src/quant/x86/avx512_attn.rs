@@ -302,26 +302,15 @@ macro_rules! chunk_kernel {
                 }
             }
 
-            // Softmax numerators and their sums, per head.
-            for i in 0..G {
-                let s = sp.add(i * n);
-                let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
-                for j in (0..n).step_by(16) {
-                    let m = tail_mask(n - j);
-                    mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, s.add(j)));
+            // Softmax numerators and their sums, four heads at a time.
+            for i in (0..G).step_by(4) {
+                let (s, o) = (sp.add(i * n), op.add(i * (hd + 2)));
+                match G - i {
+                    1 => softmax_heads::<1>(s, n, o, hd + 2),
+                    2 => softmax_heads::<2>(s, n, o, hd + 2),
+                    3 => softmax_heads::<3>(s, n, o, hd + 2),
+                    _ => softmax_heads::<4>(s, n, o, hd + 2),
                 }
-                let max = _mm512_reduce_max_ps(mx);
-                let mut sum = _mm512_setzero_ps();
-                for j in (0..n).step_by(16) {
-                    let m = tail_mask(n - j);
-                    let e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s.add(j)), _mm512_set1_ps(max)));
-                    // Rounded to f16, as the reference (see `AttnChunkFn`).
-                    let e = _mm512_cvtph_ps(_mm512_cvtps_ph(e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-                    _mm512_mask_storeu_ps(s.add(j), m, e);
-                    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-                }
-                *op.add(i * (hd + 2)) = max;
-                *op.add(i * (hd + 2) + 1) = _mm512_reduce_add_ps(sum);
             }
 
             // Weighted sums of value rows, 32 dimensions of every head at a time.
@@ -397,6 +386,38 @@ chunk_kernel!(
     |rows, row| rows.keys.add(row).cast(),
     1
 );
+
+/// Softmax numerators of `K` heads' `n` scores (`n` apart from `s`), in place and rounded to f16
+/// as the reference rounds them (see `AttnChunkFn`), and each head's maximum and sum of them at
+/// `out` and `out + 1` (`out_stride` apart). Every head gets the operations it would get alone,
+/// in the same order; the heads only run side by side, so that their dependent maxima and
+/// sums overlap instead of each head waiting on its own.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn softmax_heads<const K: usize>(s: *mut f32, n: usize, out: *mut f32, out_stride: usize) {
+    let mut mx = [_mm512_set1_ps(f32::NEG_INFINITY); K];
+    for j in (0..n).step_by(16) {
+        let m = tail_mask(n - j);
+        for (k, x) in mx.iter_mut().enumerate() {
+            *x = _mm512_mask_max_ps(*x, m, *x, _mm512_maskz_loadu_ps(m, s.add(k * n + j)));
+        }
+    }
+    let max: [__m512; K] = std::array::from_fn(|k| _mm512_set1_ps(_mm512_reduce_max_ps(mx[k])));
+    let mut sum = [_mm512_setzero_ps(); K];
+    for j in (0..n).step_by(16) {
+        let m = tail_mask(n - j);
+        for (k, sum) in sum.iter_mut().enumerate() {
+            let e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s.add(k * n + j)), max[k]));
+            let e = _mm512_cvtph_ps(_mm512_cvtps_ph(e, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm512_mask_storeu_ps(s.add(k * n + j), m, e);
+            *sum = _mm512_add_ps(*sum, _mm512_maskz_mov_ps(m, e));
+        }
+    }
+    for k in 0..K {
+        *out.add(k * out_stride) = _mm512_cvtss_f32(max[k]);
+        *out.add(k * out_stride + 1) = _mm512_reduce_add_ps(sum[k]);
+    }
+}
 
 /// Where [`sum16`] takes the vector whose sum it leaves in lane `j`.
 const TRANSPOSED: [usize; 16] = {
