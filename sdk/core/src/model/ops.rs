@@ -11,24 +11,22 @@ use super::weights::Matrix;
 /// out = x / rms(x) * w, row by row.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
-    for_each_sum_of_squares(x, n, |r, ss| {
-        let inv = 1.0 / (ss / n as f32 + eps).sqrt();
-        for ((o, &v), &g) in out[r * n..(r + 1) * n].iter_mut().zip(&x[r * n..(r + 1) * n]).zip(w) {
-            *o = v * inv * g;
+    for (xb, ob) in x.chunks(n * SQUARES_ROWS).zip(out.chunks_mut(n * SQUARES_ROWS)) {
+        let inv = inverse_rms(xb, n, eps);
+        for ((xr, or), &inv) in xb.chunks_exact(n).zip(ob.chunks_exact_mut(n)).zip(&inv) {
+            for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
+                *o = v * inv * g;
+            }
         }
-    });
+    }
 }
 
 /// In-place RMS norm of every `w.len()`-sized chunk (per-head QK norm).
 pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let n = w.len();
-    let mut inv = [0f32; SQUARES_ROWS];
-    let rows = x.len() / n.max(1);
-    for r0 in (0..rows).step_by(SQUARES_ROWS) {
-        let r1 = (r0 + SQUARES_ROWS).min(rows);
-        let block = &mut x[r0 * n..r1 * n];
-        for_each_sum_of_squares(block, n, |r, ss| inv[r] = 1.0 / (ss / n as f32 + eps).sqrt());
-        for (xr, &inv) in block.chunks_exact_mut(n).zip(&inv) {
+    for xb in x.chunks_mut(n * SQUARES_ROWS) {
+        let inv = inverse_rms(xb, n, eps);
+        for (xr, &inv) in xb.chunks_exact_mut(n).zip(&inv) {
             for (v, &g) in xr.iter_mut().zip(w) {
                 *v = *v * inv * g;
             }
@@ -39,28 +37,21 @@ pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
 /// Rows whose sums of squares run side by side.
 const SQUARES_ROWS: usize = 8;
 
-/// Calls `f(r, Σ v²)` for every `n`-long row `r` of `x`. Each row is summed in element order,
-/// as a plain fold would (so the bits are those of `iter().map(|v| v * v).sum()`), but
-/// [`SQUARES_ROWS`] rows at a time: their additions are independent, so they overlap instead
-/// of each waiting on the one before (a batch's norms run on one thread while the others idle).
-fn for_each_sum_of_squares(x: &[f32], n: usize, mut f: impl FnMut(usize, f32)) {
-    if n == 0 {
-        return;
-    }
-    let rows = x.len() / n;
-    for r0 in (0..rows).step_by(SQUARES_ROWS) {
-        let k = (rows - r0).min(SQUARES_ROWS);
-        let mut ss = [0f32; SQUARES_ROWS];
-        for i in 0..n {
-            for (r, s) in ss.iter_mut().enumerate().take(k) {
-                let v = x[(r0 + r) * n + i];
-                *s += v * v;
-            }
-        }
-        for (r, &s) in ss.iter().enumerate().take(k) {
-            f(r0 + r, s);
+/// `1 / sqrt(mean(v²) + eps)` of each `n`-long row of `rows` (at most [`SQUARES_ROWS`] rows).
+/// Each row is summed in element order, as a plain fold would (so the bits are those of
+/// `iter().map(|v| v * v).sum()`), but the rows together: their additions are independent, so
+/// they overlap instead of each waiting on the one before (a batch's norms run on one thread
+/// while the others idle).
+fn inverse_rms(rows: &[f32], n: usize, eps: f32) -> [f32; SQUARES_ROWS] {
+    let k = (rows.len() / n).min(SQUARES_ROWS);
+    let mut ss = [0f32; SQUARES_ROWS];
+    for i in 0..n {
+        for (r, s) in ss.iter_mut().enumerate().take(k) {
+            let v = rows[r * n + i];
+            *s += v * v;
         }
     }
+    ss.map(|s| 1.0 / (s / n as f32 + eps).sqrt())
 }
 
 pub fn add_inplace(x: &mut [f32], y: &[f32]) {
