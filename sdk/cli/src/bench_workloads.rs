@@ -30,9 +30,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tern::model::{Logits, Scratch};
-use tern::speculative::cost::MAX_BATCH;
+use tern::speculative::cost::{CostCurve, MAX_BATCH};
 use tern::{
-    DraftLimits, Engine, Event, Message, Role, Session, SessionOptions, Speculation, SpeculationOptions, Stats,
+    DraftLimits, Engine, Event, HistoryOptions, HistoryScope, HistoryStore, Message, Role, Session, SessionOptions,
+    Speculation, SpeculationOptions, Stats,
 };
 
 use crate::args::{load, ModelArgs};
@@ -72,10 +73,24 @@ pub struct BenchWorkloadsArgs {
     /// its bounds with it)
     #[arg(long, value_name = "N")]
     pub cost_curve: Option<usize>,
+    /// Price every pass with each case's measured cost curve (pinned while the case runs) and
+    /// report the priced speed-up: tokens over summed cost(n) / cost(1). The controller's choices
+    /// then follow the drafts alone, not timing noise, so drafting policies compare exactly
+    #[arg(long)]
+    pub priced: bool,
+    /// With --priced: read each case's cost curve from FILE where it holds one, measure and add
+    /// the others (so that later runs price alike)
+    #[arg(long, value_name = "FILE", requires = "priced")]
+    pub curves: Option<PathBuf>,
     /// Also run llama.cpp plain and with prompt-lookup decoding on the same prompt tokens,
     /// through this script (llama-cpp-python)
     #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = "scripts/llama_lookup.py")]
     pub llama_cpp: Option<PathBuf>,
+    /// Give each task a history scope that holds the answers of the task's earlier cases (in
+    /// file order): what an assistant that keeps its past answers per task drafts from. The
+    /// first case of each task starts with none; a case never sees its own answer
+    #[arg(long)]
+    pub history: bool,
     /// Print one JSON object per case (then one per task) instead of tables
     #[arg(long)]
     pub json: bool,
@@ -114,6 +129,9 @@ struct CaseReport {
     /// Speed-up had every pass drafted the answer's copyable run exactly (needs the cost curve).
     #[serde(skip_serializing_if = "Option::is_none")]
     copy_bound: Option<f64>,
+    /// Tokens over the summed cost(n) / cost(1) of the passes made (with --priced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priced: Option<f64>,
     /// cost(n) / cost(1) for n = 1, 2, ... at this case's prompt depth, which both bounds are
     /// priced with.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,6 +142,9 @@ struct CaseReport {
     /// For each answer position, the longest run of the answer from there that the context held.
     #[serde(skip)]
     copy_runs: Vec<usize>,
+    /// The greedy answer's text (added to the task's history with --history).
+    #[serde(skip)]
+    answer_text: String,
     verify_steps: usize,
     decode_passes: usize,
     drafted_tokens: usize,
@@ -158,6 +179,8 @@ struct TaskReport {
     median_hindsight_bound: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     median_copy_bound: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_priced: Option<f64>,
     all_identical: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     llama_lookup_median_ratio: Option<f64>,
@@ -201,20 +224,56 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             a.repetitions
         ))?;
     }
+    let curve_size = a.cost_curve.or(a.priced.then_some(DEFAULT_CURVE_SIZE)).map(|n| n.clamp(1, MAX_BATCH - 1));
+    let curve_reps = a.repetitions as usize * 2 + 1;
+    let mut curves: BTreeMap<String, CostCurveReport> = match &a.curves {
+        Some(path) if path.exists() => serde_json::from_str(&std::fs::read_to_string(path)?)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))?,
+        _ => BTreeMap::new(),
+    };
+    // Per task, the earlier cases' answers (--history), in a store of this run's own.
+    let history = if a.history {
+        let dir = std::env::temp_dir().join(format!("tern-bench-history-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Some(HistoryStore::open(&dir, HistoryOptions::default())?)
+    } else {
+        None
+    };
     let mut reports = Vec::new();
     for case in &cases {
         bar.set_message(case.id.clone());
-        let mut r = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar)?;
+        let mut spec_opts = spec_opts.clone();
+        if let Some(store) = &history {
+            spec_opts.history = Some(HistoryScope { record_answers: false, ..HistoryScope::new(store.clone(), &case.task) });
+        }
         // Each case's bounds at its own depth: how much a pass of n tokens costs next to one
         // depends on how much of it is attention over the cache.
-        if let Some(n) = a.cost_curve {
-            let c =
-                measure_cost_curve(&engine, &r.prompt_ids, n.clamp(1, MAX_BATCH - 1), a.repetitions as usize * 2 + 1)?;
+        let mut curve = None;
+        if let (true, Some(n)) = (a.priced, curve_size) {
+            if !curves.contains_key(&case.id) {
+                let c = measure_cost_curve(&engine, &prompt_ids(&engine, case)?, n, curve_reps)?;
+                curves.insert(case.id.clone(), c);
+            }
+            let c = curves[&case.id].clone();
+            engine.verify_costs().pin(Some(c.pinned()));
+            curve = Some(c);
+        }
+        let run = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar);
+        engine.verify_costs().pin(None);
+        let mut r = run?;
+        if let Some(store) = &history {
+            store.add(&case.task, &r.answer_text)?;
+        }
+        if let (None, Some(n)) = (&curve, curve_size) {
+            curve = Some(measure_cost_curve(&engine, &r.prompt_ids, n, curve_reps)?);
+        }
+        if let Some(c) = curve {
             if reports.is_empty() {
                 print_curve(&mut out, &c, r.prompt_ids.len(), a.json)?;
             }
             r.hindsight_bound = Some(hindsight_bound(&r.accepted_lengths, &c.ratio));
             r.copy_bound = Some(copy_bound(&r.copy_runs, &c.ratio));
+            r.priced = a.priced.then(|| priced(&r.draft_lengths, &r.accepted_lengths, &c.ratio));
             r.cost_ratio = Some(c.ratio);
         }
         if !a.json {
@@ -223,6 +282,12 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
         reports.push(r);
     }
     bar.finish_and_clear();
+    if let Some(store) = &history {
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+    if let Some(path) = &a.curves {
+        std::fs::write(path, serde_json::to_string(&curves).map_err(|e| CliError::Other(e.to_string()))?)?;
+    }
 
     if let Some(script) = &a.llama_cpp {
         // Tern's own figures are printed even when the comparison cannot run.
@@ -259,13 +324,13 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     out.line("")?;
     out.line(
         "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
-         | hindsight bound | copy bound | identical | llama.cpp lookup median |",
+         | hindsight bound | copy bound | priced | identical | llama.cpp lookup median |",
     )?;
-    out.line("|---|---|---|---|---|---|---|---|---|---|")?;
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|")?;
     let ratio_cell = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
@@ -274,6 +339,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             t.median_tokens_per_verify,
             ratio_cell(t.median_hindsight_bound),
             ratio_cell(t.median_copy_bound),
+            ratio_cell(t.median_priced),
             if t.all_identical { "yes" } else { "NO" },
             ratio_cell(t.llama_lookup_median_ratio)
         ))?;
@@ -392,6 +458,7 @@ fn run_case(
     };
     let prompt_ids = prompt_ids(engine, case)?;
     let copy_runs = copy_runs(&prompt_ids, &answer);
+    let answer_text = engine.tokenizer().decode(&answer, true);
     let (plain_tps, spec_tps) = (median(&plain_runs), median(&spec_runs));
     let sp = &spec.speculation;
     Ok(CaseReport {
@@ -410,9 +477,11 @@ fn run_case(
         },
         hindsight_bound: None,
         copy_bound: None,
+        priced: None,
         cost_ratio: None,
         prompt_ids,
         copy_runs,
+        answer_text,
         verify_steps: sp.verify_steps,
         decode_passes: sp.decode_passes,
         drafted_tokens: sp.drafted_tokens,
@@ -470,6 +539,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
             let lookups: Vec<f64> = rs.iter().filter_map(|r| r.llama_lookup_ratio).collect();
             let bounds: Vec<f64> = rs.iter().filter_map(|r| r.hindsight_bound).collect();
             let copy_bounds: Vec<f64> = rs.iter().filter_map(|r| r.copy_bound).collect();
+            let priced: Vec<f64> = rs.iter().filter_map(|r| r.priced).collect();
             let verifying: Vec<f64> =
                 rs.iter().filter(|r| r.verify_steps > 0).map(|r| 1.0 + r.accepted_per_verify).collect();
             TaskReport {
@@ -481,6 +551,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
                 median_copy_bound: (!copy_bounds.is_empty()).then(|| median(&copy_bounds)),
+                median_priced: (!priced.is_empty()).then(|| median(&priced)),
                 all_identical: rs.iter().all(|r| r.identical),
                 llama_lookup_median_ratio: (!lookups.is_empty()).then(|| median(&lookups)),
             }
@@ -488,7 +559,10 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
         .collect()
 }
 
-#[derive(Serialize)]
+/// Cost-curve size of --priced runs without --cost-curve.
+const DEFAULT_CURVE_SIZE: usize = 17;
+
+#[derive(Serialize, Deserialize, Clone)]
 struct CostCurveReport {
     cost_curve_depth: usize,
     single_ms: f64,
@@ -523,6 +597,17 @@ fn measure_cost_curve(engine: &Arc<Engine>, prompt: &[u32], max: usize, reps: us
     })
 }
 
+impl CostCurveReport {
+    /// The curve as the controller sees it, every size measured.
+    fn pinned(&self) -> CostCurve {
+        CostCurve {
+            measured: vec![true; self.ratio.len()],
+            ratio: self.ratio.clone(),
+            single: Some(std::time::Duration::from_secs_f64(self.single_ms / 1e3)),
+        }
+    }
+}
+
 /// cost(n) / cost(1) from the measured `ratio` (n = 1, 2, ...); past the curve it goes on
 /// along its last step.
 fn cost_of(ratio: &[f64], n: usize) -> f64 {
@@ -547,6 +632,18 @@ fn hindsight_bound(accepted: &[usize], ratio: &[f64]) -> f64 {
         1.0
     } else {
         tokens / passes
+    }
+}
+
+/// Tokens over cost, in single-token passes, of the passes made: `drafted[n]` passes carried
+/// n drafted tokens (cost(n + 1) each), `accepted[a]` passes took a + 1 tokens.
+fn priced(drafted: &[usize], accepted: &[usize], ratio: &[f64]) -> f64 {
+    let tokens: usize = accepted.iter().enumerate().map(|(a, &count)| count * (a + 1)).sum();
+    let cost: f64 = drafted.iter().enumerate().map(|(n, &count)| count as f64 * cost_of(ratio, n + 1)).sum();
+    if cost == 0.0 {
+        1.0
+    } else {
+        tokens as f64 / cost
     }
 }
 
@@ -675,6 +772,16 @@ mod tests {
         assert!((hindsight_bound(&[0, 0, 0, 0, 0, 1], &ratio) - 6.0 / 2.0).abs() < 1e-12);
         assert_eq!(hindsight_bound(&[5], &ratio), 1.0, "plain decoding is its own bound");
         assert_eq!(hindsight_bound(&[], &ratio), 1.0);
+    }
+
+    #[test]
+    fn priced_sums_each_pass_at_its_size() {
+        let ratio = [1.0, 1.2, 1.5, 1.6];
+        // Two plain passes (one token each), one of 3 drafted tokens of which 2 were taken.
+        let (drafted, accepted) = ([2, 0, 0, 1], [2, 0, 1]);
+        assert!((priced(&drafted, &accepted, &ratio) - 5.0 / 3.6).abs() < 1e-12);
+        assert_eq!(priced(&[4], &[4], &ratio), 1.0, "plain decoding prices at 1");
+        assert_eq!(priced(&[], &[], &ratio), 1.0);
     }
 
     #[test]

@@ -68,6 +68,8 @@ impl Slot {
 #[derive(Debug)]
 pub struct CostModel {
     table: Mutex<Table>,
+    /// A curve that prices every pass instead of the measured durations (see [`CostModel::pin`]).
+    pinned: Mutex<Option<CostCurve>>,
 }
 
 #[derive(Debug)]
@@ -79,7 +81,7 @@ struct Table {
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { table: Mutex::new(Table { slots: [Slot::default(); MAX_BATCH], passes: 0 }) }
+        CostModel { table: Mutex::new(Table { slots: [Slot::default(); MAX_BATCH], passes: 0 }), pinned: Mutex::new(None) }
     }
 }
 
@@ -131,8 +133,20 @@ impl CostModel {
         }
     }
 
+    /// Prices every pass with `curve` instead of the measured durations, until unpinned
+    /// (`None`). For tools that compare drafting policies: the controller's choices then follow
+    /// the drafts alone, not the machine's timing noise. Passes are still recorded.
+    pub fn pin(&self, curve: Option<CostCurve>) {
+        if let Ok(mut pinned) = self.pinned.lock() {
+            *pinned = curve;
+        }
+    }
+
     /// The current curve.
     pub fn curve(&self) -> CostCurve {
+        if let Some(c) = self.pinned.lock().ok().and_then(|p| p.clone()) {
+            return c;
+        }
         let medians: Vec<Option<f64>> = match self.table.lock() {
             Ok(table) => {
                 (1..=MAX_BATCH).map(|n| if table.is_stale(n) { None } else { table.slots[n - 1].median() }).collect()
@@ -223,6 +237,19 @@ mod tests {
         let c = m.curve();
         assert!(c.measured[2] && (c.ratio(3) - 1.4).abs() < 1e-6, "{}", c.ratio(3));
         assert!(c.single.is_some(), "the single-token cost never expires");
+    }
+
+    #[test]
+    fn a_pinned_curve_prices_every_pass_until_unpinned() {
+        let m = CostModel::default();
+        m.observe(1, Duration::from_millis(10));
+        m.observe(4, Duration::from_millis(40));
+        let fixed = CostCurve { ratio: vec![1.0, 1.1, 1.2, 1.3], measured: vec![true; 4], single: Some(Duration::from_millis(5)) };
+        m.pin(Some(fixed.clone()));
+        m.observe(4, Duration::from_millis(80));
+        assert_eq!(m.curve(), fixed);
+        m.pin(None);
+        assert!((m.curve().ratio(4) - 6.0).abs() < 1e-6, "passes made while pinned still count");
     }
 
     #[test]
