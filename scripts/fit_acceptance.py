@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Fits the acceptance model's starting weights (sdk/core/src/speculative/features.rs,
 INITIAL_WEIGHTS) by L2-regularised logistic regression on examples from the
-`acceptance_data` example, one file per model:
+`tern acceptance-data` command, one file per model:
 
-    cargo run --release -p tern --example acceptance_data -- MODEL WORKLOADS > smollm2.jsonl
+    tern acceptance-data --model MODEL --workloads WORKLOADS > smollm2.jsonl
     python3 scripts/fit_acceptance.py smollm2.jsonl qwen2.5.jsonl
 
 Prints, for each file, the log loss and AUC of the current weights and of weights fitted on
@@ -70,14 +70,15 @@ def scores(w, x, y):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="acceptance_data output, one file per model")
+    ap.add_argument("files", nargs="+", help="tern acceptance-data output, one file per model")
     ap.add_argument("--l2", type=float, default=1e-4, help="regularisation strength")
     args = ap.parse_args()
     data = {f: load(f) for f in args.files}
     current = current_weights()
     for f, (x, y) in data.items():
         others = [d for g, d in data.items() if g != f]
-        line = f"{f}: {len(y)} examples, {y.mean():.2f} accepted; current weights: loss {scores(current, x, y)[0]:.4f} AUC {scores(current, x, y)[1]:.4f}"
+        loss, auc = scores(current, x, y)
+        line = f"{f}: {len(y)} examples, {y.mean():.2f} accepted; current weights: loss {loss:.4f} AUC {auc:.4f}"
         if others:
             w = fit(np.vstack([d[0] for d in others]), np.concatenate([d[1] for d in others]), args.l2)
             loss, auc = scores(w, x, y)

@@ -41,19 +41,12 @@ use crate::bench::median;
 use crate::error::{CliError, Result};
 use crate::output::Stdout;
 
+/// Which cases of which workloads file (shared with `tern acceptance-data`).
 #[derive(Args, Debug)]
-pub struct BenchWorkloadsArgs {
-    #[command(flatten)]
-    pub model: ModelArgs,
+pub struct CaseSelection {
     /// Workloads file (JSON lines with id, task, max_new_tokens, messages)
     #[arg(long, value_name = "FILE")]
     pub workloads: PathBuf,
-    /// Worker threads [default: chosen by the engine]
-    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: Option<u64>,
-    /// Timed runs of each case, each way
-    #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
-    pub repetitions: u64,
     /// Only these tasks (comma-separated)
     #[arg(long, value_delimiter = ',')]
     pub tasks: Vec<String>,
@@ -63,6 +56,20 @@ pub struct BenchWorkloadsArgs {
     /// Cap each case's max_new_tokens
     #[arg(long, value_name = "N")]
     pub max_new_tokens: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchWorkloadsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub selection: CaseSelection,
+    /// Worker threads [default: chosen by the engine]
+    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+    /// Timed runs of each case, each way
+    #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
     /// Verify every draft the drafter finds, up to N tokens (no adaptive controller)
     #[arg(long, value_name = "N")]
     pub fixed_draft: Option<usize>,
@@ -97,9 +104,9 @@ pub struct BenchWorkloadsArgs {
 }
 
 #[derive(Deserialize)]
-struct Case {
-    id: String,
-    task: String,
+pub(crate) struct Case {
+    pub(crate) id: String,
+    pub(crate) task: String,
     max_new_tokens: usize,
     messages: Vec<WireMessage>,
 }
@@ -187,7 +194,7 @@ struct TaskReport {
 }
 
 pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
-    let cases = read_cases(&a)?;
+    let cases = read_cases(&a.selection)?;
     let threads = a.threads.map(|t| t as usize);
     let loaded = load(&a.model, threads, None)?;
     let engine = loaded.engine.clone();
@@ -347,7 +354,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     Ok(())
 }
 
-fn read_cases(a: &BenchWorkloadsArgs) -> Result<Vec<Case>> {
+pub(crate) fn read_cases(a: &CaseSelection) -> Result<Vec<Case>> {
     let text = std::fs::read_to_string(&a.workloads)
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.workloads.display())))?;
     let mut cases = Vec::new();
@@ -401,14 +408,14 @@ fn session(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -
     Ok((s, user))
 }
 
-fn prompt_ids(engine: &Arc<Engine>, case: &Case) -> Result<Vec<u32>> {
+pub(crate) fn prompt_ids(engine: &Arc<Engine>, case: &Case) -> Result<Vec<u32>> {
     let (mut s, user) = session(engine, case, SpeculationOptions::off())?;
     let generation = s.send(&user)?;
     Ok(generation.prompt().to_vec())
 }
 
 /// One answer: its tokens and stats.
-fn answer(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -> Result<(Vec<u32>, Stats)> {
+pub(crate) fn answer(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -> Result<(Vec<u32>, Stats)> {
     let (mut s, user) = session(engine, case, speculation)?;
     let mut ids = Vec::new();
     for event in s.send(&user)? {
@@ -649,7 +656,7 @@ fn priced(drafted: &[usize], accepted: &[usize], ratio: &[f64]) -> f64 {
 
 /// For each position i of `answer`, the longest run `answer[i..i + k]` that occurs in the
 /// context a drafter had there: the prompt, then the answer before i.
-fn copy_runs(prompt: &[u32], answer: &[u32]) -> Vec<usize> {
+pub(crate) fn copy_runs(prompt: &[u32], answer: &[u32]) -> Vec<usize> {
     let context: Vec<u32> = prompt.iter().chain(answer).copied().collect();
     (0..answer.len())
         .map(|i| {

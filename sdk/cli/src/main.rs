@@ -1,5 +1,6 @@
 //! `tern`: run, chat, tokenize, score, benchmark and inspect GGUF models from the terminal.
 
+mod acceptance_data;
 mod args;
 mod bench;
 mod bench_workloads;
@@ -38,6 +39,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Plain against speculative decoding over a workloads file (speed-up, acceptance, identity).
     BenchWorkloads(bench_workloads::BenchWorkloadsArgs),
+    /// Labelled drafter-tree nodes at every answer position of a workloads file (JSON lines), for
+    /// fitting the acceptance model's starting weights (scripts/fit_acceptance.py).
+    AcceptanceData(acceptance_data::AcceptanceDataArgs),
     /// Architecture, size and tensor types of a model file.
     Info(info::InfoArgs),
     /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
         Command::Score(a) => score::run(a),
         Command::Bench(a) => bench::run(a),
         Command::BenchWorkloads(a) => bench_workloads::run(a),
+        Command::AcceptanceData(a) => acceptance_data::run(a),
         Command::Info(a) => info::run(a),
         Command::BenchStructured(a) => structured::run(a),
         Command::Energy(a) => energy::run(a),

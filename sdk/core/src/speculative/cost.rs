@@ -68,8 +68,6 @@ impl Slot {
 #[derive(Debug)]
 pub struct CostModel {
     table: Mutex<Table>,
-    /// A curve that prices every pass instead of the measured durations (see [`CostModel::pin`]).
-    pinned: Mutex<Option<CostCurve>>,
 }
 
 #[derive(Debug)]
@@ -77,11 +75,13 @@ struct Table {
     slots: [Slot; MAX_BATCH],
     /// Passes observed so far.
     passes: u64,
+    /// A curve that prices every pass instead of the measured durations (see [`CostModel::pin`]).
+    pinned: Option<CostCurve>,
 }
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { table: Mutex::new(Table { slots: [Slot::default(); MAX_BATCH], passes: 0 }), pinned: Mutex::new(None) }
+        CostModel { table: Mutex::new(Table { slots: [Slot::default(); MAX_BATCH], passes: 0, pinned: None }) }
     }
 }
 
@@ -137,18 +137,18 @@ impl CostModel {
     /// (`None`). For tools that compare drafting policies: the controller's choices then follow
     /// the drafts alone, not the machine's timing noise. Passes are still recorded.
     pub fn pin(&self, curve: Option<CostCurve>) {
-        if let Ok(mut pinned) = self.pinned.lock() {
-            *pinned = curve;
+        if let Ok(mut table) = self.table.lock() {
+            table.pinned = curve;
         }
     }
 
     /// The current curve.
     pub fn curve(&self) -> CostCurve {
-        if let Some(c) = self.pinned.lock().ok().and_then(|p| p.clone()) {
-            return c;
-        }
         let medians: Vec<Option<f64>> = match self.table.lock() {
             Ok(table) => {
+                if let Some(c) = &table.pinned {
+                    return c.clone();
+                }
                 (1..=MAX_BATCH).map(|n| if table.is_stale(n) { None } else { table.slots[n - 1].median() }).collect()
             }
             Err(_) => vec![None; MAX_BATCH],

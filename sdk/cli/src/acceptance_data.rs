@@ -1,0 +1,150 @@
+//! `tern acceptance-data`: labelled examples for fitting the acceptance model's starting weights
+//! (`tern::speculative::features::INITIAL_WEIGHTS`, with `scripts/fit_acceptance.py`), from
+//! the greedy answers of a workloads file.
+//!
+//! For each case: the plain greedy answer, the model's predictions at the prompt positions a
+//! session calibrates, then at every answer position the tree the drafter grows there (31 nodes,
+//! width 3, depth 24: more than the controller lets a pass carry, so that deep nodes are
+//! labelled too), with the answers of the task's earlier cases as history (as `tern
+//! bench-workloads --history` gives them). Every node whose parent's path the answer followed
+//! is one example, labelled by whether the answer's next token is the node's (what the model
+//! accepts under greedy decoding): one JSON line on stdout (`task`, `label`, `depth`, `x`). Per
+//! task, on stderr: how many tokens the trees held per position, against the longest run the
+//! context held there (the copy run).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use clap::Args;
+use serde::Serialize;
+use tern::model::{Logits, Scratch};
+use tern::speculative::calibration::Prediction;
+use tern::speculative::drafter::{Drafter, TreeShape};
+use tern::speculative::features::AcceptanceModel;
+use tern::speculative::tree::DraftTree;
+use tern::{Engine, SpeculationOptions};
+
+use crate::args::{load, ModelArgs};
+use crate::bench_workloads::{answer, copy_runs, prompt_ids, read_cases, CaseSelection};
+use crate::error::{CliError, Result};
+
+#[derive(Args, Debug)]
+pub struct AcceptanceDataArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub selection: CaseSelection,
+    /// Worker threads [default: chosen by the engine]
+    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: Option<u64>,
+}
+
+/// The tree grown at every answer position: `DraftLimits::AUTO`'s bounds.
+const SHAPE: TreeShape = TreeShape { max_nodes: 31, max_width: 3, max_depth: 24 };
+
+/// Prompt tokens per pass while calibrating (any size gives the same rows: passes are
+/// batch-invariant).
+const CHUNK: usize = 32;
+
+#[derive(Serialize)]
+struct Example<'a> {
+    task: &'a str,
+    label: u8,
+    depth: usize,
+    x: &'a [f32],
+}
+
+#[derive(Default)]
+struct Tally {
+    positions: usize,
+    tree_tokens: usize,
+    copy_tokens: usize,
+    examples: usize,
+}
+
+pub fn run(a: AcceptanceDataArgs) -> Result<()> {
+    let cases = read_cases(&a.selection)?;
+    let loaded = load(&a.model, a.threads.map(|t| t as usize), None)?;
+    let engine = loaded.engine;
+    let acceptance = AcceptanceModel::default();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
+    // Per task, the answers of its earlier cases, as a history scope holds them (texts,
+    // tokenized again when indexed).
+    let mut history: BTreeMap<&str, Vec<Vec<u32>>> = BTreeMap::new();
+    let mut tree = DraftTree::default();
+    let mut on_path = Vec::new();
+    for case in &cases {
+        let (answer, _) = answer(&engine, case, SpeculationOptions::off())?;
+        let prompt = prompt_ids(&engine, case)?;
+        let mut drafter = Drafter::default();
+        let sources = history.entry(&case.task).or_default();
+        drafter.start(sources, &prompt, 0);
+        let text = engine.tokenizer().decode(&answer, true);
+        sources.push(engine.tokenizer().encode(&text, false, false)?);
+        calibrate(&engine, &prompt, &mut drafter)?;
+
+        let tally = tallies.entry(&case.task).or_default();
+        let runs = copy_runs(&prompt, &answer);
+        for i in 0..answer.len().saturating_sub(1) {
+            drafter.push(&answer[i..=i]);
+            drafter.draft(answer[i], SHAPE, &acceptance, &mut tree);
+            // Parents come before their children: a node's parent is on the answer's path when
+            // it is the root or was marked so already.
+            on_path.clear();
+            on_path.resize(tree.len(), false);
+            on_path[0] = true;
+            let mut held = 0;
+            for (n, node) in tree.nodes().iter().enumerate().skip(1) {
+                if !node.parent.is_some_and(|p| on_path[p]) {
+                    continue;
+                }
+                let taken = answer.get(i + node.depth) == Some(&node.token);
+                on_path[n] = taken;
+                if taken {
+                    held = held.max(node.depth);
+                }
+                let example = Example { task: &case.task, label: u8::from(taken), depth: node.depth, x: &node.features.0 };
+                serde_json::to_writer(&mut out, &example).map_err(|e| CliError::Other(e.to_string()))?;
+                out.write_all(b"\n")?;
+                tally.examples += 1;
+            }
+            tally.positions += 1;
+            tally.tree_tokens += held;
+            tally.copy_tokens += runs[i + 1].min(SHAPE.max_depth);
+        }
+    }
+    out.flush()?;
+    for (task, t) in &tallies {
+        let per = |x: usize| x as f64 / t.positions.max(1) as f64;
+        eprintln!(
+            "{task}: {} positions, {} examples; tokens the tree held {:.2} per position, the copy run {:.2} (at most {})",
+            t.positions,
+            t.examples,
+            per(t.tree_tokens),
+            per(t.copy_tokens),
+            SHAPE.max_depth
+        );
+    }
+    Ok(())
+}
+
+/// The model's predictions at the prompt positions a session calibrates by default, as its
+/// prefill records them.
+fn calibrate(engine: &Engine, prompt: &[u32], drafter: &mut Drafter) -> Result<()> {
+    let model = engine.model();
+    let mut kv = model.new_kv_cache(prompt.len() + 1);
+    let mut scratch = Scratch::default();
+    let from = prompt.len().saturating_sub(SpeculationOptions::default().calibration_positions + 1);
+    model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[..from], Logits::None)?;
+    for start in (from..prompt.len()).step_by(CHUNK) {
+        let end = (start + CHUNK).min(prompt.len());
+        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::All)?;
+        for (i, row) in scratch.logits().enumerate() {
+            if let Some(&next) = prompt.get(start + i + 1) {
+                drafter.calibrate(start + i, Prediction::from_logits(row, next));
+            }
+        }
+    }
+    Ok(())
+}
