@@ -49,6 +49,10 @@ pub enum Logits {
     None,
     Last,
     All,
+    /// Every token's row after the output norm (the LM head's input), kept for
+    /// [`Model::score_hidden`], and the last token's logits if `last`: a few chosen tokens
+    /// scored at every position for a fraction of the whole vocabulary's cost.
+    Hidden { last: bool },
 }
 
 pub struct Model {
@@ -486,10 +490,23 @@ impl Model {
         }
         kv.set_len(pos0 + n);
 
+        s.hidden_rows = 0;
         let (first, rows) = match want {
             Logits::None => return Ok(()),
             Logits::Last => (n - 1, 1),
             Logits::All => (0, n),
+            Logits::Hidden { last } => {
+                ops::rms_norm(&s.x[..n * d], &self.output_norm, c.rms_eps, &mut s.xb[..n * d]);
+                (s.hidden_rows, s.hidden_dim) = (n, d);
+                if last {
+                    // The same norm and product of the last row as `Logits::Last` (rows are
+                    // normalised independently), so its logits do not change.
+                    s.logits.resize(c.vocab_size, 0.0);
+                    self.project(pool, &mut s.qin, &self.output, 1, &s.xb[(n - 1) * d..n * d], &mut s.logits);
+                    s.logits_rows = 1;
+                }
+                return Ok(());
+            }
         };
         ops::rms_norm(&s.x[first * d..(first + rows) * d], &self.output_norm, c.rms_eps, &mut s.xb[..rows * d]);
         s.logits.resize(rows * c.vocab_size, 0.0);
@@ -512,6 +529,51 @@ impl Model {
         qin.prepare(pool, self.kernels, w, &input[..n * w.cols], n);
         let act = qin.for_matrix(self.kernels, w);
         ops::matmul(pool, self.kernels, self.file.bytes(), &mut [Product { w, act, out: &mut out[..n * w.rows] }], n);
+    }
+
+    /// The output projection's rows (the LM head's) of `tokens`, as f32, one after another,
+    /// read from the file; ids outside the vocabulary get rows of zeros.
+    pub fn output_rows(&self, tokens: &[u32], out: &mut Vec<f32>) -> Result<()> {
+        let d = self.config.n_embd;
+        let w = &self.output;
+        let dequant = self
+            .kernels
+            .dequantize(w.ty)
+            .ok_or_else(|| Error::UnsupportedTensorType { tensor: w.name.clone(), ty: w.ty.name().into() })?;
+        let mut bytes = vec![0u8; w.row_bytes()];
+        out.clear();
+        out.resize(tokens.len() * d, 0.0);
+        for (&t, row) in tokens.iter().zip(out.chunks_exact_mut(d)) {
+            if (t as usize) < self.config.vocab_size {
+                w.read_row(&self.file, t as usize, &mut bytes);
+                dequant(&bytes, row);
+            }
+        }
+        Ok(())
+    }
+
+    /// `out[t * k + j]` = the logit of token j after row t of the last [`Logits::Hidden`] pass,
+    /// where `rows` holds the k tokens' output rows ([`Model::output_rows`]). Rows of the pass
+    /// are shared among the pool's threads. Computed in f32 from f32 rows: close to, not equal
+    /// to, the quantized LM head's logits.
+    pub fn score_hidden(&self, pool: &ThreadPool, scratch: &Scratch, rows: &[f32], out: &mut Vec<f32>) {
+        let d = self.config.n_embd;
+        let k = rows.len() / d;
+        let n = if scratch.hidden_dim == d { scratch.hidden_rows } else { 0 };
+        out.clear();
+        out.resize(n * k, 0.0);
+        let Some(mat_vec) = self.kernels.mat_vec(quant::GgmlType::F32) else { return };
+        if k == 0 || n == 0 {
+            return;
+        }
+        let w = f32_bytes(&rows[..k * d]);
+        let dst = SharedMut::new(out.as_mut_ptr());
+        pool.parallel_for(n, &|t| {
+            let h = f32_bytes(&scratch.xb[t * d..(t + 1) * d]);
+            // SAFETY: task t alone writes row t of `out` (n rows of k).
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(t * k), k) };
+            mat_vec(d, w, h, o);
+        });
     }
 
     /// Rotary position embedding of `n_heads` heads per row, row t by the angles of its
@@ -579,6 +641,9 @@ pub struct Scratch {
     attn_scratch: attention::Scratch,
     logits: Vec<f32>,
     logits_rows: usize,
+    /// Rows of `xb` that hold a [`Logits::Hidden`] pass's normalized rows, and their length.
+    hidden_rows: usize,
+    hidden_dim: usize,
     /// Rotation angles of the batch's positions for global and for local layers.
     rope: [Vec<f32>; 2],
     /// One embedding row as stored, when rows are copied out of the file.
@@ -609,6 +674,12 @@ impl Scratch {
         self.logits.chunks_exact(vocab).take(self.logits_rows)
     }
 
+    /// The normalized rows (the LM head's input) of the last pass, if it ran with
+    /// [`Logits::Hidden`].
+    pub fn hidden(&self) -> impl ExactSizeIterator<Item = &[f32]> {
+        self.xb.chunks_exact(self.hidden_dim.max(1)).take(self.hidden_rows)
+    }
+
     /// Row `i` of the last pass's logits, writable (samplers apply penalties in place).
     pub fn logits_row_mut(&mut self, i: usize) -> Option<&mut [f32]> {
         let vocab = self.logits.len().checked_div(self.logits_rows)?;
@@ -627,4 +698,10 @@ impl Scratch {
 /// Kernels in use unless the engine is told otherwise.
 pub fn default_kernels() -> &'static Kernels {
     quant::kernels()
+}
+
+/// The bytes of f32 values (kernel tables take rows as bytes).
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    // SAFETY: any f32 is valid as 4 bytes.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }

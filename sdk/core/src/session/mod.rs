@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
-use speculate::{Speculator, CALIBRATION_CHUNK};
+use speculate::Speculator;
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 use stop::StopMatcher;
 
@@ -437,26 +437,32 @@ impl Generation<'_> {
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let calibrate_from = self.session.spec.as_ref().and_then(|s| s.calibration_from(self.prompt.len()));
+        if calibrate_from.is_some_and(|from| from + 1 < self.prompt.len()) {
+            let s = &mut *self.session;
+            if let Some(spec) = &mut s.spec {
+                spec.prepare_calibration(&s.engine, &self.prompt)?;
+            }
+        }
         let mut pos = self.cached_tokens;
         while pos < self.prompt.len() {
             if self.cancelled() {
                 self.prefill_time = t0.elapsed();
                 return Ok(Some(FinishReason::Cancelled));
             }
-            // Positions to calibrate go through smaller passes that compute every row's logits.
+            // Passes over positions to calibrate keep every row's input to the LM head.
             let (len, calibrate) = match calibrate_from {
-                Some(from) if pos >= from => (CALIBRATION_CHUNK, true),
+                Some(from) if pos >= from => (PREFILL_CHUNK, true),
                 Some(from) => (PREFILL_CHUNK.min(from - pos), false),
                 None => (PREFILL_CHUNK, false),
             };
             let chunk = &todo[pos - self.cached_tokens..(pos + len).min(self.prompt.len()) - self.cached_tokens];
             let last = pos + chunk.len() == self.prompt.len();
-            let want = if calibrate { Logits::All } else if last { Logits::Last } else { Logits::None };
+            let want = if calibrate { Logits::Hidden { last } } else if last { Logits::Last } else { Logits::None };
             self.feed(chunk, want)?;
             if calibrate {
                 let s = &mut *self.session;
                 if let Some(spec) = &mut s.spec {
-                    self.spec_stats.calibrated_positions += spec.calibrate(pos, s.scratch.logits(), &self.prompt);
+                    self.spec_stats.calibrated_positions += spec.calibrate(&s.engine, &s.scratch, pos, &self.prompt);
                 }
             }
             pos += chunk.len();

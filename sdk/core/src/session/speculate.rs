@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::{Event, FinishReason, Generation};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::model::Logits;
+use crate::model::{Logits, Scratch};
 use crate::sampling::argmax;
 use crate::speculative::calibration::Prediction;
 use crate::speculative::controller::Controller;
@@ -16,10 +16,6 @@ use crate::speculative::drafter::{Drafter, TreeShape};
 use crate::speculative::features::AcceptanceModel;
 use crate::speculative::tree::DraftTree;
 use crate::speculative::{agreeing_tail, verify, DraftLimits, SpeculationOptions, SpeculationStats};
-
-/// Prompt tokens per forward pass while calibrating: the pass computes a row of logits per
-/// token, so smaller chunks bound that buffer.
-pub(super) const CALIBRATION_CHUNK: usize = 32;
 
 /// A session's speculation state; it lives as long as the session, so the acceptance model
 /// keeps learning across answers. The model starts from what the engine's earlier sessions
@@ -39,6 +35,11 @@ pub(super) struct Speculator {
     slots: Vec<usize>,
     chain: Vec<u32>,
     predicted: Vec<u32>,
+    // Calibration: the prompt's distinct tokens (sorted), their LM head rows, and one pass's
+    // logits of them.
+    vocab: Vec<u32>,
+    vocab_rows: Vec<f32>,
+    scores: Vec<f32>,
 }
 
 impl Speculator {
@@ -56,6 +57,9 @@ impl Speculator {
             slots: Vec::new(),
             chain: Vec::new(),
             predicted: Vec::new(),
+            vocab: Vec::new(),
+            vocab_rows: Vec::new(),
+            scores: Vec::new(),
         })
     }
 
@@ -96,18 +100,34 @@ impl Speculator {
         (n > 0).then(|| prompt_len.saturating_sub(n + 1))
     }
 
-    /// Stores the predictions of a prefill pass whose rows are prompt positions `first..`.
-    pub(super) fn calibrate<'r>(
-        &mut self,
-        first: usize,
-        rows: impl Iterator<Item = &'r [f32]>,
-        prompt: &[u32],
-    ) -> usize {
+    /// Readies calibration for `prompt`: the LM head rows of its distinct tokens, the only
+    /// tokens calibration scores. A copy can only draft tokens the context holds, and scoring
+    /// them alone costs a small part of what the whole vocabulary would (the LM head is a
+    /// quarter or more of a small model's weights); the best of them stands in for the model's
+    /// best token.
+    pub(super) fn prepare_calibration(&mut self, engine: &Engine, prompt: &[u32]) -> Result<()> {
+        self.vocab.clear();
+        self.vocab.extend_from_slice(prompt);
+        self.vocab.sort_unstable();
+        self.vocab.dedup();
+        engine.model().output_rows(&self.vocab, &mut self.vocab_rows)
+    }
+
+    /// Stores the predictions of a prefill pass run with `Logits::Hidden` whose rows are prompt
+    /// positions `first..`.
+    pub(super) fn calibrate(&mut self, engine: &Engine, scratch: &Scratch, first: usize, prompt: &[u32]) -> usize {
+        let k = self.vocab.len();
+        if k == 0 {
+            return 0;
+        }
+        engine.model().score_hidden(engine.pool(), scratch, &self.vocab_rows, &mut self.scores);
         let mut n = 0;
-        for (i, row) in rows.enumerate() {
+        for (i, row) in self.scores.chunks_exact(k).enumerate() {
             let pos = first + i;
             if let Some(&next) = prompt.get(pos + 1) {
-                self.drafter.calibrate(pos, Prediction::from_logits(row, next));
+                let next_logit = self.vocab.binary_search(&next).ok().map(|j| row[j]);
+                let scores = self.vocab.iter().copied().zip(row.iter().copied());
+                self.drafter.calibrate(pos, Prediction::from_scores(scores, next_logit));
                 n += 1;
             }
         }

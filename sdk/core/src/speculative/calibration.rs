@@ -1,7 +1,9 @@
 //! In-context calibration: the model's own next-token predictions at context positions.
 //!
-//! While prefilling, the model can compute its logits at prompt positions too (the LM head at
-//! those rows; see `Calibration` in [`super::SpeculationOptions`] for the cap). At each such
+//! While prefilling, the model scores the prompt's own tokens at prompt positions too (their
+//! LM head rows against each position's hidden row; the cap is `calibration_positions` in
+//! [`super::SpeculationOptions`]). Only those tokens: a copy drafts nothing else, and the
+//! whole vocabulary would cost a quarter or more of the prefill. At each such
 //! position we keep the few best tokens and how far the token that really came next in the
 //! context sits below the best one. A draft that copies the context then knows where the model
 //! agrees with the copy (and how firmly), and where it would say something else, which becomes
@@ -22,9 +24,15 @@ pub struct Prediction {
 impl Prediction {
     /// From one row of logits and the token that followed the position in the text.
     pub fn from_logits(logits: &[f32], next: u32) -> Prediction {
+        Self::from_scores(logits.iter().enumerate().map(|(i, &l)| (i as u32, l)), logits.get(next as usize).copied())
+    }
+
+    /// From the logits of some tokens (`(token, logit)`; the best found among them counts as
+    /// the best) and the logit of the token that followed the position in the text, if known.
+    pub fn from_scores(scores: impl Iterator<Item = (u32, f32)>, next_logit: Option<f32>) -> Prediction {
         let mut top = [0u32; TOP];
         let mut val = [f32::NEG_INFINITY; TOP];
-        for (i, &l) in logits.iter().enumerate() {
+        for (token, l) in scores {
             // NaN compares false and is skipped.
             if l > val[TOP - 1] {
                 let mut j = TOP - 1;
@@ -34,13 +42,13 @@ impl Prediction {
                     j -= 1;
                 }
                 val[j] = l;
-                top[j] = i as u32;
+                top[j] = token;
             }
         }
         let best = val[0];
         let gap = val.map(|v| if v.is_finite() && best.is_finite() { v - best } else { f32::NEG_INFINITY });
-        let next_gap = match logits.get(next as usize) {
-            Some(&l) if l.is_finite() && best.is_finite() => l - best,
+        let next_gap = match next_logit {
+            Some(l) if l.is_finite() && best.is_finite() => l - best,
             _ => f32::NEG_INFINITY,
         };
         Prediction { top, gap, next_gap }
@@ -122,6 +130,19 @@ mod tests {
         assert_eq!(p.gap_of(5, Some(6)), Some(-0.5));
         assert_eq!(p.gap_of(6, Some(6)), Some(-3.0));
         assert_eq!(p.gap_of(2, Some(6)), None);
+    }
+
+    #[test]
+    fn some_tokens_scored_rank_among_themselves() {
+        let p = Prediction::from_scores([(40, 1.0), (7, 4.0), (12, 2.5), (9, -1.0)].into_iter(), Some(1.0));
+        assert_eq!(p.top, [7, 12, 40]);
+        assert_eq!(p.gap, [0.0, -1.5, -3.0]);
+        assert_eq!(p.next_gap, -3.0);
+        let unknown = Prediction::from_scores([(3, 0.5)].into_iter(), None);
+        assert_eq!((unknown.top[0], unknown.gap[0]), (3, 0.0));
+        assert_eq!(unknown.gap[1], f32::NEG_INFINITY);
+        assert_eq!(unknown.next_gap, f32::NEG_INFINITY);
+        assert_eq!(unknown.gap_of(8, Some(8)), None);
     }
 
     #[test]

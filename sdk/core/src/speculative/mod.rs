@@ -70,8 +70,8 @@ impl DraftLimits {
 pub struct SpeculationOptions {
     pub mode: Speculation,
     /// How many prompt positions (the last ones) get calibrated predictions during prefill:
-    /// the LM head runs at those rows too, which costs prefill time (see docs/speculative.md);
-    /// 0 turns calibration off.
+    /// the prompt's distinct tokens are scored at those rows (a few per cent of prefill time;
+    /// see docs/speculative.md); 0 turns calibration off.
     pub calibration_positions: usize,
     /// Stored texts to draft from, and where to add answers.
     pub history: Option<HistoryScope>,
