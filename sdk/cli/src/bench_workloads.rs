@@ -188,6 +188,9 @@ struct TaskReport {
     median_copy_bound: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     median_priced: Option<f64>,
+    /// Median over cases of the speculative prefill's time over the plain one's (calibration's
+    /// cost, which the decode speed-up does not count).
+    median_prefill_cost: f64,
     all_identical: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     llama_lookup_median_ratio: Option<f64>,
@@ -331,13 +334,14 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     out.line("")?;
     out.line(
         "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
-         | hindsight bound | copy bound | priced | identical | llama.cpp lookup median |",
+         | hindsight bound | copy bound | priced | prefill time, speculative / plain | identical \
+         | llama.cpp lookup median |",
     )?;
-    out.line("|---|---|---|---|---|---|---|---|---|---|---|")?;
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let ratio_cell = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {:.2}x | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
@@ -347,6 +351,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             ratio_cell(t.median_hindsight_bound),
             ratio_cell(t.median_copy_bound),
             ratio_cell(t.median_priced),
+            t.median_prefill_cost,
             if t.all_identical { "yes" } else { "NO" },
             ratio_cell(t.llama_lookup_median_ratio)
         ))?;
@@ -547,6 +552,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
             let bounds: Vec<f64> = rs.iter().filter_map(|r| r.hindsight_bound).collect();
             let copy_bounds: Vec<f64> = rs.iter().filter_map(|r| r.copy_bound).collect();
             let priced: Vec<f64> = rs.iter().filter_map(|r| r.priced).collect();
+            let prefill_costs: Vec<f64> = rs.iter().map(|r| r.plain_prefill_tps / r.spec_prefill_tps).collect();
             let verifying: Vec<f64> =
                 rs.iter().filter(|r| r.verify_steps > 0).map(|r| 1.0 + r.accepted_per_verify).collect();
             TaskReport {
@@ -559,6 +565,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
                 median_copy_bound: (!copy_bounds.is_empty()).then(|| median(&copy_bounds)),
                 median_priced: (!priced.is_empty()).then(|| median(&priced)),
+                median_prefill_cost: median(&prefill_costs),
                 all_identical: rs.iter().all(|r| r.identical),
                 llama_lookup_median_ratio: (!lookups.is_empty()).then(|| median(&lookups)),
             }
