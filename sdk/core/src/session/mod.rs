@@ -446,6 +446,9 @@ impl Generation<'_> {
         let mut pos = self.cached_tokens;
         while pos < self.prompt.len() {
             if self.cancelled() {
+                if let Some(spec) = &mut self.session.spec {
+                    spec.end_calibration();
+                }
                 self.prefill_time = t0.elapsed();
                 return Ok(Some(FinishReason::Cancelled));
             }
@@ -466,6 +469,9 @@ impl Generation<'_> {
                 }
             }
             pos += chunk.len();
+        }
+        if let Some(spec) = &mut self.session.spec {
+            spec.end_calibration();
         }
         self.prefill_time = t0.elapsed();
         Ok(None)

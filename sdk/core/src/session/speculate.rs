@@ -113,6 +113,11 @@ impl Speculator {
         engine.model().output_rows(&self.vocab, &mut self.vocab_rows)
     }
 
+    /// Lets go of calibration's buffers once the prefill is done (megabytes for long prompts).
+    pub(super) fn end_calibration(&mut self) {
+        (self.vocab, self.vocab_rows, self.scores) = (Vec::new(), Vec::new(), Vec::new());
+    }
+
     /// Stores the predictions of a prefill pass run with `Logits::Hidden` whose rows are prompt
     /// positions `first..`.
     pub(super) fn calibrate(&mut self, engine: &Engine, scratch: &Scratch, first: usize, prompt: &[u32]) -> usize {
