@@ -440,7 +440,7 @@ impl Generation<'_> {
         if calibrate_from.is_some_and(|from| from + 1 < self.prompt.len()) {
             let s = &mut *self.session;
             if let Some(spec) = &mut s.spec {
-                spec.prepare_calibration(&s.engine, &self.prompt)?;
+                spec.prepare_calibration(&s.engine, &self.prompt);
             }
         }
         let mut pos = self.cached_tokens;

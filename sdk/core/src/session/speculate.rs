@@ -105,12 +105,15 @@ impl Speculator {
     /// them alone costs a small part of what the whole vocabulary would (the LM head is a
     /// quarter or more of a small model's weights); the best of them stands in for the model's
     /// best token.
-    pub(super) fn prepare_calibration(&mut self, engine: &Engine, prompt: &[u32]) -> Result<()> {
+    pub(super) fn prepare_calibration(&mut self, engine: &Engine, prompt: &[u32]) {
         self.vocab.clear();
         self.vocab.extend_from_slice(prompt);
         self.vocab.sort_unstable();
         self.vocab.dedup();
-        engine.model().output_rows(&self.vocab, &mut self.vocab_rows)
+        if engine.model().output_rows(&self.vocab, &mut self.vocab_rows).is_err() {
+            // Calibration only guides drafts: without the rows this request drafts without it.
+            self.end_calibration();
+        }
     }
 
     /// Lets go of calibration's buffers once the prefill is done (megabytes for long prompts).
