@@ -18,25 +18,19 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 use tern::model::{Logits, Scratch};
-use tern::speculative::calibration::Prediction;
+use tern::speculative::calibration::PromptScorer;
 use tern::speculative::drafter::{Drafter, TreeShape};
 use tern::speculative::features::AcceptanceModel;
 use tern::speculative::tree::DraftTree;
 use tern::{Engine, SpeculationOptions};
 
-use crate::args::{load, ModelArgs};
-use crate::bench_workloads::{answer, copy_runs, prompt_ids, read_cases, CaseSelection};
+use crate::bench_workloads::{answer, copy_runs, prompt_ids, WorkloadRun};
 use crate::error::{CliError, Result};
 
 #[derive(Args, Debug)]
 pub struct AcceptanceDataArgs {
     #[command(flatten)]
-    pub model: ModelArgs,
-    #[command(flatten)]
-    pub selection: CaseSelection,
-    /// Worker threads [default: chosen by the engine]
-    #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub threads: Option<u64>,
+    pub run: WorkloadRun,
 }
 
 /// The tree grown at every answer position: `DraftLimits::AUTO`'s bounds.
@@ -44,7 +38,7 @@ const SHAPE: TreeShape = TreeShape { max_nodes: 31, max_width: 3, max_depth: 24 
 
 /// Prompt tokens per pass while calibrating (any size gives the same rows: passes are
 /// batch-invariant).
-const CHUNK: usize = 32;
+const CHUNK: usize = 128;
 
 #[derive(Serialize)]
 struct Example<'a> {
@@ -63,8 +57,7 @@ struct Tally {
 }
 
 pub fn run(a: AcceptanceDataArgs) -> Result<()> {
-    let cases = read_cases(&a.selection)?;
-    let loaded = load(&a.model, a.threads.map(|t| t as usize), None)?;
+    let (cases, loaded) = a.run.start()?;
     let engine = loaded.engine;
     let acceptance = AcceptanceModel::default();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -137,14 +130,12 @@ fn calibrate(engine: &Engine, prompt: &[u32], drafter: &mut Drafter) -> Result<(
     let mut scratch = Scratch::default();
     let from = prompt.len().saturating_sub(SpeculationOptions::default().calibration_positions + 1);
     model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[..from], Logits::None)?;
+    let mut scorer = PromptScorer::default();
+    scorer.prepare(model, prompt);
     for start in (from..prompt.len()).step_by(CHUNK) {
         let end = (start + CHUNK).min(prompt.len());
-        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::All)?;
-        for (i, row) in scratch.logits().enumerate() {
-            if let Some(&next) = prompt.get(start + i + 1) {
-                drafter.calibrate(start + i, Prediction::from_logits(row, next));
-            }
-        }
+        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::Hidden { last: false })?;
+        scorer.predict(model, engine.pool(), &scratch, start, prompt, |pos, p| drafter.calibrate(pos, p));
     }
     Ok(())
 }

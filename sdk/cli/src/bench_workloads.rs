@@ -36,12 +36,12 @@ use tern::{
     Speculation, SpeculationOptions, Stats,
 };
 
-use crate::args::{load, ModelArgs};
+use crate::args::{load, Loaded, ModelArgs};
 use crate::bench::median;
 use crate::error::{CliError, Result};
 use crate::output::Stdout;
 
-/// Which cases of which workloads file (shared with `tern acceptance-data`).
+/// Which cases of which workloads file.
 #[derive(Args, Debug)]
 pub struct CaseSelection {
     /// Workloads file (JSON lines with id, task, max_new_tokens, messages)
@@ -58,8 +58,10 @@ pub struct CaseSelection {
     pub max_new_tokens: Option<usize>,
 }
 
+/// A model over some cases of a workloads file: the arguments `bench-workloads` and
+/// `acceptance-data` share.
 #[derive(Args, Debug)]
-pub struct BenchWorkloadsArgs {
+pub struct WorkloadRun {
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]
@@ -67,6 +69,20 @@ pub struct BenchWorkloadsArgs {
     /// Worker threads [default: chosen by the engine]
     #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
+}
+
+impl WorkloadRun {
+    /// The selected cases, and the model loaded to run them.
+    pub(crate) fn start(&self) -> Result<(Vec<Case>, Loaded)> {
+        let cases = read_cases(&self.selection)?;
+        Ok((cases, load(&self.model, self.threads.map(|t| t as usize), None)?))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct BenchWorkloadsArgs {
+    #[command(flatten)]
+    pub run: WorkloadRun,
     /// Timed runs of each case, each way
     #[arg(long, short = 'r', default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repetitions: u64,
@@ -197,9 +213,7 @@ struct TaskReport {
 }
 
 pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
-    let cases = read_cases(&a.selection)?;
-    let threads = a.threads.map(|t| t as usize);
-    let loaded = load(&a.model, threads, None)?;
+    let (cases, loaded) = a.run.start()?;
     let engine = loaded.engine.clone();
     let mut out = Stdout::new();
     let model_name = loaded.path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -359,7 +373,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn read_cases(a: &CaseSelection) -> Result<Vec<Case>> {
+fn read_cases(a: &CaseSelection) -> Result<Vec<Case>> {
     let text = std::fs::read_to_string(&a.workloads)
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.workloads.display())))?;
     let mut cases = Vec::new();

@@ -566,10 +566,10 @@ impl Model {
         if k == 0 || n == 0 {
             return;
         }
-        let w = f32_bytes(&rows[..k * d]);
+        let w = quant::blocks::as_bytes(&rows[..k * d]);
         let dst = SharedMut::new(out.as_mut_ptr());
         pool.parallel_for(n, &|t| {
-            let h = f32_bytes(&scratch.xb[t * d..(t + 1) * d]);
+            let h = quant::blocks::as_bytes(&scratch.xb[t * d..(t + 1) * d]);
             // SAFETY: task t alone writes row t of `out` (n rows of k).
             let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(t * k), k) };
             mat_vec(d, w, h, o);
@@ -698,10 +698,4 @@ impl Scratch {
 /// Kernels in use unless the engine is told otherwise.
 pub fn default_kernels() -> &'static Kernels {
     quant::kernels()
-}
-
-/// The bytes of f32 values (kernel tables take rows as bytes).
-fn f32_bytes(v: &[f32]) -> &[u8] {
-    // SAFETY: any f32 is valid as 4 bytes.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
 }

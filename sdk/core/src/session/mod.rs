@@ -437,20 +437,19 @@ impl Generation<'_> {
         let t0 = Instant::now();
         let todo = self.prompt[self.cached_tokens..].to_vec();
         let calibrate_from = self.session.spec.as_ref().and_then(|s| s.calibration_from(self.prompt.len()));
-        if calibrate_from.is_some_and(|from| from + 1 < self.prompt.len()) {
+        // Positions calibrated in this prefill: from the later of `from` and what is cached.
+        if calibrate_from.is_some_and(|from| from.max(self.cached_tokens) + 1 < self.prompt.len()) {
             let s = &mut *self.session;
             if let Some(spec) = &mut s.spec {
                 spec.prepare_calibration(&s.engine, &self.prompt);
             }
         }
         let mut pos = self.cached_tokens;
+        let mut cancelled = false;
         while pos < self.prompt.len() {
             if self.cancelled() {
-                if let Some(spec) = &mut self.session.spec {
-                    spec.end_calibration();
-                }
-                self.prefill_time = t0.elapsed();
-                return Ok(Some(FinishReason::Cancelled));
+                cancelled = true;
+                break;
             }
             // Passes over positions to calibrate keep every row's input to the LM head.
             let (len, calibrate) = match calibrate_from {
@@ -474,7 +473,7 @@ impl Generation<'_> {
             spec.end_calibration();
         }
         self.prefill_time = t0.elapsed();
-        Ok(None)
+        Ok(cancelled.then_some(FinishReason::Cancelled))
     }
 
     fn sample(&mut self) -> u32 {

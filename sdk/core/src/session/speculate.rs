@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{Logits, Scratch};
 use crate::sampling::argmax;
-use crate::speculative::calibration::Prediction;
+use crate::speculative::calibration::PromptScorer;
 use crate::speculative::controller::Controller;
 use crate::speculative::drafter::{Drafter, TreeShape};
 use crate::speculative::features::AcceptanceModel;
@@ -35,11 +35,7 @@ pub(super) struct Speculator {
     slots: Vec<usize>,
     chain: Vec<u32>,
     predicted: Vec<u32>,
-    // Calibration: the prompt's distinct tokens (sorted), their LM head rows, and one pass's
-    // logits of them.
-    vocab: Vec<u32>,
-    vocab_rows: Vec<f32>,
-    scores: Vec<f32>,
+    scorer: PromptScorer,
 }
 
 impl Speculator {
@@ -57,9 +53,7 @@ impl Speculator {
             slots: Vec::new(),
             chain: Vec::new(),
             predicted: Vec::new(),
-            vocab: Vec::new(),
-            vocab_rows: Vec::new(),
-            scores: Vec::new(),
+            scorer: PromptScorer::default(),
         })
     }
 
@@ -100,46 +94,21 @@ impl Speculator {
         (n > 0).then(|| prompt_len.saturating_sub(n + 1))
     }
 
-    /// Readies calibration for `prompt`: the LM head rows of its distinct tokens, the only
-    /// tokens calibration scores. A copy can only draft tokens the context holds, and scoring
-    /// them alone costs a small part of what the whole vocabulary would (the LM head is a
-    /// quarter or more of a small model's weights); the best of them stands in for the model's
-    /// best token.
+    /// Readies calibration for `prompt` (see [`PromptScorer`]).
     pub(super) fn prepare_calibration(&mut self, engine: &Engine, prompt: &[u32]) {
-        self.vocab.clear();
-        self.vocab.extend_from_slice(prompt);
-        self.vocab.sort_unstable();
-        self.vocab.dedup();
-        if engine.model().output_rows(&self.vocab, &mut self.vocab_rows).is_err() {
-            // Calibration only guides drafts: without the rows this request drafts without it.
-            self.end_calibration();
-        }
+        self.scorer.prepare(engine.model(), prompt);
     }
 
-    /// Lets go of calibration's buffers once the prefill is done (megabytes for long prompts).
+    /// Lets go of calibration's buffers once the prefill is done.
     pub(super) fn end_calibration(&mut self) {
-        (self.vocab, self.vocab_rows, self.scores) = (Vec::new(), Vec::new(), Vec::new());
+        self.scorer.release();
     }
 
     /// Stores the predictions of a prefill pass run with `Logits::Hidden` whose rows are prompt
     /// positions `first..`.
     pub(super) fn calibrate(&mut self, engine: &Engine, scratch: &Scratch, first: usize, prompt: &[u32]) -> usize {
-        let k = self.vocab.len();
-        if k == 0 {
-            return 0;
-        }
-        engine.model().score_hidden(engine.pool(), scratch, &self.vocab_rows, &mut self.scores);
-        let mut n = 0;
-        for (i, row) in self.scores.chunks_exact(k).enumerate() {
-            let pos = first + i;
-            if let Some(&next) = prompt.get(pos + 1) {
-                let next_logit = self.vocab.binary_search(&next).ok().map(|j| row[j]);
-                let scores = self.vocab.iter().copied().zip(row.iter().copied());
-                self.drafter.calibrate(pos, Prediction::from_scores(scores, next_logit));
-                n += 1;
-            }
-        }
-        n
+        let drafter = &mut self.drafter;
+        self.scorer.predict(engine.model(), engine.pool(), scratch, first, prompt, |pos, p| drafter.calibrate(pos, p))
     }
 }
 

@@ -9,6 +9,9 @@
 //! agrees with the copy (and how firmly), and where it would say something else, which becomes
 //! a draft candidate of its own (CoordGen's calibrated candidates).
 
+use crate::model::{Model, Scratch};
+use crate::runtime::ThreadPool;
+
 /// Best tokens kept per position.
 pub const TOP: usize = 3;
 
@@ -113,6 +116,68 @@ impl Calibration {
     /// The prediction after the token at position `at`.
     pub fn at(&self, at: usize) -> Option<&Prediction> {
         at.checked_sub(self.start).and_then(|i| self.rows.get(i)).and_then(Option::as_ref)
+    }
+}
+
+/// Scores a prompt's own distinct tokens at its positions, from the hidden rows of passes run
+/// with [`Logits::Hidden`](crate::model::Logits::Hidden): the LM head rows of those tokens
+/// (read once per prompt) against each row. The best of them stands in for the model's best
+/// token.
+#[derive(Debug, Default)]
+pub struct PromptScorer {
+    /// The prompt's distinct tokens, sorted.
+    tokens: Vec<u32>,
+    /// Their LM head rows, one after another.
+    rows: Vec<f32>,
+    /// One pass's scores: per row, one per token.
+    scores: Vec<f32>,
+}
+
+impl PromptScorer {
+    /// Readies for `prompt`. Where the rows cannot be read it scores nothing: calibration only
+    /// guides drafts, so the request then drafts without it.
+    pub fn prepare(&mut self, model: &Model, prompt: &[u32]) {
+        self.tokens.clear();
+        self.tokens.extend_from_slice(prompt);
+        self.tokens.sort_unstable();
+        self.tokens.dedup();
+        if model.output_rows(&self.tokens, &mut self.rows).is_err() {
+            self.release();
+        }
+    }
+
+    /// Lets go of the buffers (megabytes for long prompts) until the next `prepare`.
+    pub fn release(&mut self) {
+        *self = PromptScorer::default();
+    }
+
+    /// Hands `keep` the prediction at each position `first + i` of the last pass (rows over
+    /// prompt positions `first..`) that a prompt token follows; returns how many.
+    pub fn predict(
+        &mut self,
+        model: &Model,
+        pool: &ThreadPool,
+        scratch: &Scratch,
+        first: usize,
+        prompt: &[u32],
+        mut keep: impl FnMut(usize, Prediction),
+    ) -> usize {
+        let k = self.tokens.len();
+        if k == 0 {
+            return 0;
+        }
+        model.score_hidden(pool, scratch, &self.rows, &mut self.scores);
+        let mut n = 0;
+        for (i, row) in self.scores.chunks_exact(k).enumerate() {
+            let pos = first + i;
+            if let Some(&next) = prompt.get(pos + 1) {
+                let next_logit = self.tokens.binary_search(&next).ok().map(|j| row[j]);
+                let scores = self.tokens.iter().copied().zip(row.iter().copied());
+                keep(pos, Prediction::from_scores(scores, next_logit));
+                n += 1;
+            }
+        }
+        n
     }
 }
 
