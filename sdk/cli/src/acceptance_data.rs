@@ -17,14 +17,11 @@ use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
-use tern::model::{Logits, Scratch};
-use tern::speculative::calibration::PromptScorer;
-use tern::speculative::drafter::{Drafter, TreeShape};
 use tern::speculative::features::AcceptanceModel;
-use tern::speculative::tree::DraftTree;
-use tern::{Engine, SpeculationOptions};
+use tern::SpeculationOptions;
 
 use crate::bench_workloads::{answer, copy_runs, prompt_ids, WorkloadRun};
+use crate::drafts::{along_answer, calibrated_drafter, held, SHAPE};
 use crate::error::{CliError, Result};
 
 #[derive(Args, Debug)]
@@ -32,13 +29,6 @@ pub struct AcceptanceDataArgs {
     #[command(flatten)]
     pub run: WorkloadRun,
 }
-
-/// The tree grown at every answer position: `DraftLimits::AUTO`'s bounds.
-const SHAPE: TreeShape = TreeShape { max_nodes: 31, max_width: 3, max_depth: 24 };
-
-/// Prompt tokens per pass while calibrating (any size gives the same rows: passes are
-/// batch-invariant).
-const CHUNK: usize = 128;
 
 #[derive(Serialize)]
 struct Example<'a> {
@@ -65,47 +55,39 @@ pub fn run(a: AcceptanceDataArgs) -> Result<()> {
     // Per task, the answers of its earlier cases, as a history scope holds them (texts,
     // tokenized again when indexed).
     let mut history: BTreeMap<&str, Vec<Vec<u32>>> = BTreeMap::new();
-    let mut tree = DraftTree::default();
     let mut on_path = Vec::new();
     for case in &cases {
         let (answer, _) = answer(&engine, case, SpeculationOptions::off())?;
         let prompt = prompt_ids(&engine, case)?;
-        let mut drafter = Drafter::default();
         let sources = history.entry(&case.task).or_default();
-        drafter.start(sources, &prompt, 0);
+        let mut drafter = calibrated_drafter(&engine, sources, &prompt)?;
         let text = engine.tokenizer().decode(&answer, true);
         sources.push(engine.tokenizer().encode(&text, false, false)?);
-        calibrate(&engine, &prompt, &mut drafter)?;
 
         let tally = tallies.entry(&case.task).or_default();
         let runs = copy_runs(&prompt, &answer);
-        for i in 0..answer.len().saturating_sub(1) {
-            drafter.push(&answer[i..=i]);
-            drafter.draft(answer[i], SHAPE, &acceptance, &mut tree);
+        along_answer(&mut drafter, &answer, &acceptance, |i, tree| {
             // Parents come before their children: a node's parent is on the answer's path when
             // it is the root or was marked so already.
             on_path.clear();
             on_path.resize(tree.len(), false);
             on_path[0] = true;
-            let mut held = 0;
             for (n, node) in tree.nodes().iter().enumerate().skip(1) {
                 if !node.parent.is_some_and(|p| on_path[p]) {
                     continue;
                 }
                 let taken = answer.get(i + node.depth) == Some(&node.token);
                 on_path[n] = taken;
-                if taken {
-                    held = held.max(node.depth);
-                }
                 let example = Example { task: &case.task, label: u8::from(taken), depth: node.depth, x: &node.features.0 };
                 serde_json::to_writer(&mut out, &example).map_err(|e| CliError::Other(e.to_string()))?;
                 out.write_all(b"\n")?;
                 tally.examples += 1;
             }
             tally.positions += 1;
-            tally.tree_tokens += held;
+            tally.tree_tokens += held(tree, &answer, i);
             tally.copy_tokens += runs[i + 1].min(SHAPE.max_depth);
-        }
+            Ok(())
+        })?;
     }
     out.flush()?;
     for (task, t) in &tallies {
@@ -118,24 +100,6 @@ pub fn run(a: AcceptanceDataArgs) -> Result<()> {
             per(t.copy_tokens),
             SHAPE.max_depth
         );
-    }
-    Ok(())
-}
-
-/// The model's predictions at the prompt positions a session calibrates by default, as its
-/// prefill records them.
-fn calibrate(engine: &Engine, prompt: &[u32], drafter: &mut Drafter) -> Result<()> {
-    let model = engine.model();
-    let mut kv = model.new_kv_cache(prompt.len() + 1);
-    let mut scratch = Scratch::default();
-    let from = prompt.len().saturating_sub(SpeculationOptions::default().calibration_positions + 1);
-    model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[..from], Logits::None)?;
-    let mut scorer = PromptScorer::default();
-    scorer.prepare(model, prompt);
-    for start in (from..prompt.len()).step_by(CHUNK) {
-        let end = (start + CHUNK).min(prompt.len());
-        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::Hidden { last: false })?;
-        scorer.predict(model, engine.pool(), &scratch, start, prompt, |pos, p| drafter.calibrate(pos, p));
     }
     Ok(())
 }

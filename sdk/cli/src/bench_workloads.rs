@@ -17,7 +17,10 @@
 //! pass drafted the longest run of the answer that the context (prompt, answer so far) holds
 //! at that point, with draft lengths chosen in hindsight to spend least, at the same costs:
 //! what drafts copied from the context could reach at best on this device, whatever the
-//! drafter.
+//! drafter. Between the two, its tree bound: the same cheapest way through the answer when the
+//! pass at each position may draft only what the drafter's own tree there (`DraftLimits::AUTO`'s
+//! bounds, no depth cap) held of the answer: what a controller that knew which path of each
+//! tree the model takes could make of the drafter.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -38,6 +41,7 @@ use tern::{
 
 use crate::args::{load, Loaded, ModelArgs};
 use crate::bench::median;
+use crate::drafts;
 use crate::error::{CliError, Result};
 use crate::output::Stdout;
 
@@ -152,10 +156,14 @@ struct CaseReport {
     /// Speed-up had every pass drafted the answer's copyable run exactly (needs the cost curve).
     #[serde(skip_serializing_if = "Option::is_none")]
     copy_bound: Option<f64>,
+    /// Speed-up had every pass drafted what the drafter's full tree held of the answer there
+    /// (needs the cost curve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tree_bound: Option<f64>,
     /// Tokens over the summed cost(n) / cost(1) of the passes made (with --priced).
     #[serde(skip_serializing_if = "Option::is_none")]
     priced: Option<f64>,
-    /// cost(n) / cost(1) for n = 1, 2, ... at this case's prompt depth, which both bounds are
+    /// cost(n) / cost(1) for n = 1, 2, ... at this case's prompt depth, which the bounds are
     /// priced with.
     #[serde(skip_serializing_if = "Option::is_none")]
     cost_ratio: Option<Vec<f64>>,
@@ -165,7 +173,9 @@ struct CaseReport {
     /// For each answer position, the longest run of the answer from there that the context held.
     #[serde(skip)]
     copy_runs: Vec<usize>,
-    /// The greedy answer's text (added to the task's history with --history).
+    /// The greedy answer, as tokens and as text (added to the task's history with --history).
+    #[serde(skip)]
+    answer_ids: Vec<u32>,
     #[serde(skip)]
     answer_text: String,
     verify_steps: usize,
@@ -202,6 +212,8 @@ struct TaskReport {
     median_hindsight_bound: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     median_copy_bound: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_tree_bound: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     median_priced: Option<f64>,
     /// Median over cases of the speculative prefill's time over the plain one's (calibration's
@@ -282,6 +294,14 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             engine.verify_costs().pin(Some(c.pinned()));
             curve = Some(c);
         }
+        // The history the case's sessions draft from, for its tree bound.
+        let sources = match (&history, curve_size) {
+            (Some(store), Some(_)) => {
+                let tok = engine.tokenizer();
+                store.texts(&case.task)?.iter().map(|t| tok.encode(t, false, false)).collect::<tern::Result<Vec<_>>>()?
+            }
+            _ => Vec::new(),
+        };
         let run = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar);
         engine.verify_costs().pin(None);
         let mut r = run?;
@@ -297,6 +317,8 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             }
             r.hindsight_bound = Some(hindsight_bound(&r.accepted_lengths, &c.ratio));
             r.copy_bound = Some(copy_bound(&r.copy_runs, &c.ratio));
+            let held = drafts::tree_runs(&engine, &sources, &r.prompt_ids, &r.answer_ids)?;
+            r.tree_bound = Some(copy_bound(&held, &c.ratio));
             r.priced = a.priced.then(|| priced(&r.draft_lengths, &r.accepted_lengths, &c.ratio));
             r.cost_ratio = Some(c.ratio);
         }
@@ -348,14 +370,14 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     out.line("")?;
     out.line(
         "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
-         | hindsight bound | copy bound | priced | prefill time, speculative / plain | identical \
+         | hindsight bound | tree bound | copy bound | priced | prefill time, speculative / plain | identical \
          | llama.cpp lookup median |",
     )?;
-    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let ratio_cell = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {:.2}x | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} | {:.2}x | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
@@ -363,6 +385,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             t.median_tokens_per_step,
             t.median_tokens_per_verify,
             ratio_cell(t.median_hindsight_bound),
+            ratio_cell(t.median_tree_bound),
             ratio_cell(t.median_copy_bound),
             ratio_cell(t.median_priced),
             t.median_prefill_cost,
@@ -503,10 +526,12 @@ fn run_case(
         },
         hindsight_bound: None,
         copy_bound: None,
+        tree_bound: None,
         priced: None,
         cost_ratio: None,
         prompt_ids,
         copy_runs,
+        answer_ids: answer,
         answer_text,
         verify_steps: sp.verify_steps,
         decode_passes: sp.decode_passes,
@@ -565,6 +590,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
             let lookups: Vec<f64> = rs.iter().filter_map(|r| r.llama_lookup_ratio).collect();
             let bounds: Vec<f64> = rs.iter().filter_map(|r| r.hindsight_bound).collect();
             let copy_bounds: Vec<f64> = rs.iter().filter_map(|r| r.copy_bound).collect();
+            let tree_bounds: Vec<f64> = rs.iter().filter_map(|r| r.tree_bound).collect();
             let priced: Vec<f64> = rs.iter().filter_map(|r| r.priced).collect();
             let prefill_costs: Vec<f64> = rs.iter().map(|r| r.plain_prefill_tps / r.spec_prefill_tps).collect();
             let verifying: Vec<f64> =
@@ -578,6 +604,7 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
                 median_copy_bound: (!copy_bounds.is_empty()).then(|| median(&copy_bounds)),
+                median_tree_bound: (!tree_bounds.is_empty()).then(|| median(&tree_bounds)),
                 median_priced: (!priced.is_empty()).then(|| median(&priced)),
                 median_prefill_cost: median(&prefill_costs),
                 all_identical: rs.iter().all(|r| r.identical),

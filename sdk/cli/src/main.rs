@@ -5,6 +5,7 @@ mod args;
 mod bench;
 mod bench_workloads;
 mod chat;
+mod drafts;
 mod energy;
 mod error;
 mod info;
