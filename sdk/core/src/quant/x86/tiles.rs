@@ -14,7 +14,8 @@ pub(crate) unsafe fn prefetch(p: *const u8, bytes: usize) {
     }
 }
 
-/// How far past the block in use a packed kernel requests the weights: a pass over one or two
+/// How far past the block in use the AVX2 sets' packed kernels request the weights (the
+/// `avx512` set has its own distances, see there): a pass over one or two
 /// tokens streams the weights from memory with little arithmetic per byte, and the hardware's
 /// own prefetching leaves part of each block's load latency exposed. On Zen 3 (AVX2 set), 2
 /// threads, one-token passes: SmolLM2 (Q4_1) -11%, Qwen2.5 and Gemma 3 (Q4_K, Q6_K) -14 to
