@@ -35,7 +35,7 @@ const LARGEST_BLOCK: usize = 8;
 /// tokens reads the cached rows from memory once, with little arithmetic per row (SmolLM2 at
 /// depth 1400 reads 32 MB of them per pass); only the first block of heads requests them, the
 /// later blocks find them in cache. On Zen 3, 2 threads, SmolLM2 at depth 1400: one- and
-/// two-token passes -5%, eight tokens unchanged. The AVX-512 kernel's too.
+/// two-token passes -5%, eight tokens unchanged. The AVX-512 kernel requests further ahead.
 pub(super) const PREFETCH_ROWS: usize = 16;
 
 /// `$call` with the const `$H` = `$h`, a head count in `1..=LARGEST_BLOCK`; evaluates to its value.
