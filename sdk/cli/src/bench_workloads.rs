@@ -296,10 +296,7 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
         }
         // The history the case's sessions draft from, for its tree bound.
         let sources = match (&history, curve_size) {
-            (Some(store), Some(_)) => {
-                let tok = engine.tokenizer();
-                store.texts(&case.task)?.iter().map(|t| tok.encode(t, false, false)).collect::<tern::Result<Vec<_>>>()?
-            }
+            (Some(store), Some(_)) => store.token_ids(&case.task, engine.tokenizer())?,
             _ => Vec::new(),
         };
         let run = run_case(&engine, case, &spec_opts, a.repetitions as usize, &bar);

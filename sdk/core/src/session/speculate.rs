@@ -76,9 +76,7 @@ impl Speculator {
         if let Some(scope) = &self.opts.history {
             let version = scope.store.version(&scope.key);
             if version == 0 || self.history.as_ref().is_none_or(|(v, _)| *v != version) {
-                let texts = scope.store.texts(&scope.key)?;
-                let tok = engine.tokenizer();
-                let ids = texts.iter().map(|t| tok.encode(t, false, false)).collect::<Result<Vec<_>>>()?;
+                let ids = scope.store.token_ids(&scope.key, engine.tokenizer())?;
                 self.history = Some((scope.store.version(&scope.key), ids));
             }
         }

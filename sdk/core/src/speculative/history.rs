@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::tokenizer::Tokenizer;
 
 const MAGIC: &[u8; 8] = b"TERNHIS1";
 const EXTENSION: &str = "hist";
@@ -126,6 +127,12 @@ impl HistoryStore {
         let path = self.path_of(key)?;
         let mut state = self.lock();
         Ok(self.load(&mut state, key, &path)?.clone())
+    }
+
+    /// The texts of `key`'s scope as the drafter indexes them: token ids, no BOS, special-token
+    /// text taken as plain text.
+    pub fn token_ids(&self, key: &str, tokenizer: &Tokenizer) -> Result<Vec<Vec<u32>>> {
+        self.texts(key)?.iter().map(|t| tokenizer.encode(t, false, false)).collect()
     }
 
     /// A number that changes whenever `key`'s texts do (0 while they were never read or
