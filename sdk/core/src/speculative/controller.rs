@@ -120,7 +120,8 @@ impl Controller {
                 (best, best_promise) = (Plan { keep: k + 1, expected_tokens: tokens, expected_gain: gain }, promise);
             }
         }
-        if best.expected_gain < if self.first_step { MIN_GAIN_FIRST } else { MIN_GAIN } {
+        let margin = if self.first_step { MIN_GAIN_FIRST } else { MIN_GAIN };
+        if best.expected_gain < margin {
             return plain;
         }
         self.pending_promise = best_promise;
