@@ -687,15 +687,21 @@ macro_rules! packed_wrappers {
 }
 
 /// Safe wrappers of a set's packed kernels (`$tile`: the layout's `ROWS` and `tile_bytes`, and
-/// `$pack` in it; `$kern`: `mat_mat_*` per type; `$fns`: the set's quantizers). Sound because
-/// the tables that point here are handed out after checking the CPU features both modules are
-/// compiled for, and [`packed_mat_mat_bytes`] checks the extents the kernels read and write.
+/// `$pack` in it; `$kern`: `mat_mat_*` per type; `$fns`: the set's quantizers; `$q8x32`, where
+/// given, a quantizer that writes Q8x32 rows itself instead of laying out `$fns`' Q8_1 blocks).
+/// Sound because the tables that point here are handed out after checking the CPU features
+/// both modules are compiled for, and [`packed_mat_mat_bytes`] checks the extents the kernels
+/// read and write.
 macro_rules! packed_set {
     ($(#[$attr:meta])* $name:ident, $fns:ident, $layout:literal, $($tile:ident)::+, $pack:ident, $($kern:ident)::+) => {
+        packed_set!($(#[$attr])* $name, $fns, $layout, $($tile)::+, $pack, $($kern)::+,
+            |x: &[f32], out: &mut [u8]| crate::quant::packed::quantize_q8x32(x, out, $fns::quant_q8_1));
+    };
+    ($(#[$attr:meta])* $name:ident, $fns:ident, $layout:literal, $($tile:ident)::+, $pack:ident, $($kern:ident)::+, $q8x32:expr) => {
         $(#[$attr])*
         mod $name {
             use super::*;
-            use crate::quant::packed::{quantize_q8x32, quantize_q8xk, PackedAct, PackedMatMatFn};
+            use crate::quant::packed::{quantize_q8xk, PackedAct, PackedMatMatFn};
             use crate::quant::$($kern)::+ as k;
             use crate::quant::$($tile)::+ as tile;
 
@@ -713,7 +719,7 @@ macro_rules! packed_set {
                 let Some(need) = PackedAct::of(ty).and_then(|a| a.row_bytes(x.len())) else { return };
                 let Some(out) = out.get_mut(..need) else { return };
                 match PackedAct::of(ty) {
-                    Some(PackedAct::Q8x32) => quantize_q8x32(x, out, $fns::quant_q8_1),
+                    Some(PackedAct::Q8x32) => ($q8x32)(x, out),
                     Some(PackedAct::Q8xK) => quantize_q8xk(x, out, $fns::quant_q8_k),
                     None => {}
                 }
@@ -731,28 +737,37 @@ macro_rules! packed_set {
     };
 }
 
+/// The x86 sets' Q8x32 activation rows, written by the AVX2 quantizer in one pass. Sound for
+/// every x86 set: each is handed out only where `has_avx2` holds.
+#[cfg(target_arch = "x86_64")]
+const X86_Q8X32: fn(&[f32], &mut [u8]) = |x, out| unsafe { crate::quant::x86::avx2::quantize_row_q8x32(x, out) };
+
 packed_set!(
     /// The AVX2 set's `vpmaddubsw` kernels on 8-row tiles.
     #[cfg(target_arch = "x86_64")]
-    avx2_packed, avx2_fns, "x86-avx2-8", x86::tile8, pack_tile, x86::avx2_packed
+    avx2_packed, avx2_fns, "x86-avx2-8", x86::tile8, pack_tile, x86::avx2_packed,
+    X86_Q8X32
 );
 
 packed_set!(
     /// The AVX-512 set's VNNI kernels on 16-row tiles.
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
-    avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, pack_tile, x86::avx512
+    avx512_packed, avx512_fns, "x86-vnni-16", x86::tile16, pack_tile, x86::avx512,
+    X86_Q8X32
 );
 
 packed_set!(
     /// The AVX-VNNI set's 256-bit `vpdpbusd` kernels on 8-row tiles, VEX-encoded.
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
-    avxvnni_vex_packed, avxvnni_vex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::vex
+    avxvnni_vex_packed, avxvnni_vex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::vex,
+    X86_Q8X32
 );
 
 packed_set!(
     /// The same kernels EVEX-encoded, for AVX-512 CPUs.
     #[cfg(all(target_arch = "x86_64", tern_avx512))]
-    avxvnni_evex_packed, avxvnni_evex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::evex
+    avxvnni_evex_packed, avxvnni_evex_fns, "x86-vnni256-8", x86::tile8, pack_tile, x86::vnni256::evex,
+    X86_Q8X32
 );
 
 /// Whether a packed kernel call's buffers have the extents it reads and writes (see

@@ -490,6 +490,25 @@ pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     }
 }
 
+/// [`quantize_row_q8_1`] written straight into a packed Q8x32 row (quants, then the f16-rounded
+/// scales, the quants' sums and `s` as arrays; see `packed::ActOffsets`): the blocks are never
+/// stored to be read back byte by byte. `out` must hold the whole row; shorter rows are left.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_row_q8x32(x: &[f32], out: &mut [u8]) {
+    use crate::quant::packed::{ActOffsets, PackedAct};
+    let Some(need) = PackedAct::Q8x32.row_bytes(x.len()) else { return };
+    let Some(out) = out.get_mut(..need) else { return };
+    let o = ActOffsets::new(PackedAct::Q8x32, x.len());
+    for (b, xb) in x.chunks_exact(QK).enumerate() {
+        let (d, packed, q) = q8_block(xb);
+        _mm256_storeu_si256(out[b * QK..(b + 1) * QK].as_mut_ptr().cast(), packed);
+        let sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        out[o.d + 4 * b..o.d + 4 * b + 4].copy_from_slice(&to_f16(d).to_f32().to_le_bytes());
+        out[o.sum + 4 * b..o.sum + 4 * b + 4].copy_from_slice(&sum.to_le_bytes());
+        out[o.extra + 4 * b..o.extra + 4 * b + 4].copy_from_slice(&to_f16(sum as f32 * d).to_f32().to_le_bytes());
+    }
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     let sign = _mm256_set1_ps(-0.0);
