@@ -740,7 +740,7 @@ macro_rules! packed_set {
 /// The x86 sets' Q8x32 activation rows, written by the AVX2 quantizer in one pass. Sound for
 /// every x86 set: each is handed out only where `has_avx2` holds.
 #[cfg(target_arch = "x86_64")]
-const X86_Q8X32: fn(&[f32], &mut [u8]) = |x, out| unsafe { crate::quant::x86::avx2::quantize_row_q8x32(x, out) };
+const X86_Q8X32: fn(&[f32], &mut [u8]) = |x, out| unsafe { crate::quant::x86::avx2::quantize_q8x32(x, out) };
 
 packed_set!(
     /// The AVX2 set's `vpmaddubsw` kernels on 8-row tiles.

@@ -490,11 +490,12 @@ pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     }
 }
 
-/// [`quantize_row_q8_1`] written straight into a packed Q8x32 row (quants, then the f16-rounded
-/// scales, the quants' sums and `s` as arrays; see `packed::ActOffsets`): the blocks are never
-/// stored to be read back byte by byte. `out` must hold the whole row; shorter rows are left.
+/// `packed::quantize_q8x32` with [`quantize_row_q8_1`], each block written straight into the
+/// packed row (quants, then the f16-rounded scales, the quants' sums and `s` as arrays; see
+/// `packed::ActOffsets`) instead of stored as a block and read back byte by byte. `out` must
+/// hold the whole row; shorter rows are left.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_row_q8x32(x: &[f32], out: &mut [u8]) {
+pub unsafe fn quantize_q8x32(x: &[f32], out: &mut [u8]) {
     use crate::quant::packed::{ActOffsets, PackedAct};
     let Some(need) = PackedAct::Q8x32.row_bytes(x.len()) else { return };
     let Some(out) = out.get_mut(..need) else { return };
