@@ -479,14 +479,21 @@ pub unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     }
 }
 
+/// Quantizes 32 floats as Q8_1 does; returns (d, packed quants, sum of the quants, s).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_1_block(x: &[f32]) -> (f16, __m256i, i32, f16) {
+    let (d, packed, q) = q8_block(x);
+    let sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    (to_f16(d), packed, sum, to_f16(sum as f32 * d))
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
-        let (d, packed, q) = q8_block(xb);
-        y.d = to_f16(d);
+        let (d, packed, _, s) = q8_1_block(xb);
+        (y.d, y.s) = (d, s);
         _mm256_storeu_si256(y.qs.as_mut_ptr().cast(), packed);
-        let sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-        y.s = to_f16(sum as f32 * d);
     }
 }
 
@@ -501,12 +508,11 @@ pub unsafe fn quantize_q8x32(x: &[f32], out: &mut [u8]) {
     let Some(out) = out.get_mut(..need) else { return };
     let o = ActOffsets::new(PackedAct::Q8x32, x.len());
     for (b, xb) in x.chunks_exact(QK).enumerate() {
-        let (d, packed, q) = q8_block(xb);
+        let (d, packed, sum, s) = q8_1_block(xb);
         _mm256_storeu_si256(out[b * QK..(b + 1) * QK].as_mut_ptr().cast(), packed);
-        let sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-        out[o.d + 4 * b..o.d + 4 * b + 4].copy_from_slice(&to_f16(d).to_f32().to_le_bytes());
+        out[o.d + 4 * b..o.d + 4 * b + 4].copy_from_slice(&d.to_f32().to_le_bytes());
         out[o.sum + 4 * b..o.sum + 4 * b + 4].copy_from_slice(&sum.to_le_bytes());
-        out[o.extra + 4 * b..o.extra + 4 * b + 4].copy_from_slice(&to_f16(sum as f32 * d).to_f32().to_le_bytes());
+        out[o.extra + 4 * b..o.extra + 4 * b + 4].copy_from_slice(&s.to_f32().to_le_bytes());
     }
 }
 
