@@ -231,8 +231,8 @@ mod tests {
 
     #[test]
     fn an_answers_first_step_needs_a_larger_promise() {
-        // 1.225 expected tokens (0.3 at the answer's first scale) for a pass costing 1.1: a
-        // gain of 1.11.
+        // A 0.3 estimate counted at three quarters: 1.225 expected tokens for a pass costing
+        // 1.1, a gain of 1.11.
         let t = chain(&[0.3]);
         let curve = linear(0.1);
         let mut c = Controller::default();
