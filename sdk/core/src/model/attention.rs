@@ -54,9 +54,13 @@ pub(super) struct Scratch {
     own_chunks: Vec<usize>,
     /// Per chunk and query head: `m`, `l`, then the head's weighted value sum.
     partial: Vec<f32>,
-    /// Per query and KV head: chunks still to compute (the task that computes the last one
-    /// combines them).
+    /// Per query and KV head: its own chunks still to compute, plus one while its shared chunks
+    /// are (the task that brings it to zero combines them).
     remaining: Vec<AtomicUsize>,
+    /// Per block of queries and KV head: shared chunks still to compute (the task that computes
+    /// the last one counts them done for each query of the block: one atomic per task instead of
+    /// one per query, each a fence that waits for the task's stores).
+    shared_remaining: Vec<AtomicUsize>,
     /// The queries rounded to f16.
     q16: Vec<half::f16>,
 }
@@ -125,9 +129,15 @@ pub(super) fn attend(
         s.remaining.resize_with(n * n_kv, AtomicUsize::default);
     }
     for t in 0..n {
-        let count = chunks_of(&s.first_chunk, t, chunks).len();
+        // Every query has at least `shared` chunks (they all see the shared cache slots).
+        let count = chunks_of(&s.first_chunk, t, chunks).len() - shared + usize::from(shared > 0);
         s.remaining[t * n_kv..(t + 1) * n_kv].iter().for_each(|r| r.store(count, Ordering::Relaxed));
     }
+    let query_blocks = n.div_ceil(SHARED_QUERIES);
+    if s.shared_remaining.len() < query_blocks * n_kv {
+        s.shared_remaining.resize_with(query_blocks * n_kv, AtomicUsize::default);
+    }
+    s.shared_remaining[..query_blocks * n_kv].iter().for_each(|r| r.store(shared, Ordering::Relaxed));
 
     let attn_chunk = kernels.attn_chunk();
     let partial = SharedMut::new(s.partial.as_mut_ptr());
@@ -158,7 +168,6 @@ pub(super) fn attend(
             combine_chunks(chunks_of(first_chunk, t, chunks).map(part), o);
         }
     };
-    let query_blocks = n.div_ceil(SHARED_QUERIES);
     let shared_tasks = shared * h.n_head_kv * query_blocks;
     pool.parallel_for(shared_tasks + own_chunks.len() * h.n_head_kv, &|task| {
         TASK.with(|buf| {
@@ -181,7 +190,11 @@ pub(super) fn attend(
                 attn_chunk(&b.queries, heads, rows, &b.slots, h.scale, &mut b.scores, &mut b.partial);
                 for (t, part) in (t0..t1).zip(b.partial.chunks_exact(group * per_head)) {
                     heads_out(first_chunk[t] + c, g).copy_from_slice(part);
-                    chunk_done(t, g);
+                }
+                // The last shared chunk of the block: its acquire sees the other shared tasks'
+                // writes, and `chunk_done`'s release passes them on.
+                if s.shared_remaining[qb * n_kv + g].fetch_sub(1, Ordering::AcqRel) == 1 {
+                    (t0..t1).for_each(|t| chunk_done(t, g));
                 }
                 return;
             }
