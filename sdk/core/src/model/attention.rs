@@ -206,7 +206,11 @@ pub(super) fn attend(
             if c > 0 {
                 visible.nth(c * CHUNK - 1);
             }
-            b.slots.extend(visible.take(CHUNK).map(|j| j as u32));
+            // The cached run as a range (a loop that vectorises), then the batch slots.
+            let cached = visible.cached.start..visible.cached.end.min(visible.cached.start + CHUNK);
+            visible.cached.start = cached.end;
+            b.slots.extend(cached.clone().map(|j| j as u32));
+            b.slots.extend(visible.take(CHUNK - cached.len()).map(|j| j as u32));
             b.scores.resize(group * CHUNK, 0.0);
             let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
             attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, heads_out(ci, g));
