@@ -206,6 +206,8 @@ struct TaskReport {
     median_ratio: f64,
     min_ratio: f64,
     median_tokens_per_step: f64,
+    /// The task's tokens over its passes, all cases pooled (long answers weigh more).
+    pooled_tokens_per_step: f64,
     /// Median over cases of the tokens a pass that carried a draft produced.
     median_tokens_per_verify: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -366,20 +368,22 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
     }
     out.line("")?;
     out.line(
-        "| task | cases | median speed-up | lowest | median tokens/pass | median tokens/verifying pass \
+        "| task | cases | median speed-up | lowest | median tokens/pass | pooled tokens/pass \
+         | median tokens/verifying pass \
          | hindsight bound | tree bound | copy bound | priced | prefill time, speculative / plain | identical \
          | llama.cpp lookup median |",
     )?;
-    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     let ratio_cell = |b: Option<f64>| b.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}x"));
     for t in &tasks {
         out.line(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {} | {} | {} | {} | {:.2}x | {} | {} |",
+            "| {} | {} | {:.2}x | {:.2}x | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {:.2}x | {} | {} |",
             t.summary_of_task,
             t.cases,
             t.median_ratio,
             t.min_ratio,
             t.median_tokens_per_step,
+            t.pooled_tokens_per_step,
             t.median_tokens_per_verify,
             ratio_cell(t.median_hindsight_bound),
             ratio_cell(t.median_tree_bound),
@@ -598,6 +602,11 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 median_ratio: median(&ratios),
                 min_ratio: ratios.iter().copied().fold(f64::INFINITY, f64::min),
                 median_tokens_per_step: median(&rs.iter().map(|r| r.tokens_per_step).collect::<Vec<_>>()),
+                pooled_tokens_per_step: {
+                    let passes: usize = rs.iter().map(|r| r.decode_passes).sum();
+                    let tokens: f64 = rs.iter().map(|r| r.tokens_per_step * r.decode_passes as f64).sum();
+                    if passes == 0 { 0.0 } else { tokens / passes as f64 }
+                },
                 median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),
                 median_copy_bound: (!copy_bounds.is_empty()).then(|| median(&copy_bounds)),
