@@ -206,11 +206,7 @@ pub(super) fn attend(
             if c > 0 {
                 visible.nth(c * CHUNK - 1);
             }
-            // The cached run as a range (a loop that vectorises), then the batch slots.
-            let cached = visible.cached.start..visible.cached.end.min(visible.cached.start + CHUNK);
-            visible.cached.start = cached.end;
-            b.slots.extend(cached.clone().map(|j| j as u32));
-            b.slots.extend(visible.take(CHUNK - cached.len()).map(|j| j as u32));
+            visible.take_into(CHUNK, &mut b.slots);
             b.scores.resize(group * CHUNK, 0.0);
             let qg = &q[t * nh * hd + g * group * hd..][..group * hd];
             attn_chunk(qg, group, kv.head_rows(il, g, slots), &b.slots, h.scale, &mut b.scores, heads_out(ci, g));
@@ -304,6 +300,15 @@ struct VisibleSlots<'a> {
 impl VisibleSlots<'_> {
     fn len(&self) -> usize {
         self.cached.len() + self.batch.iter().filter(|&&j| self.layout.positions[j] >= self.lo).count()
+    }
+
+    /// Appends the next `count` slots (fewer at the end) to `out`: the cached run as one range
+    /// (a loop that vectorises), then the batch slots.
+    fn take_into(&mut self, count: usize, out: &mut Vec<u32>) {
+        let cached = self.cached.start..self.cached.end.min(self.cached.start + count);
+        self.cached.start = cached.end;
+        out.extend(cached.clone().map(|j| j as u32));
+        out.extend(self.take(count - cached.len()).map(|j| j as u32));
     }
 }
 
