@@ -1,8 +1,12 @@
-//! Times one forward pass over a chain of `n` tokens after a context of `depth` tokens (the
-//! pass a speculative step verifies), wall clock and the calling thread's CPU time, averaged
-//! over `iters` passes. For A/B comparisons of the multi-token path at depth:
+//! Times forward passes over chains of tokens after a context of `depth` tokens (the passes a
+//! speculative step verifies), wall clock and the calling thread's CPU time, over `iters`
+//! iterations. `SIZES` is one chain length or several, comma-separated: each iteration runs
+//! them in that order and every position of the sequence is timed on its own, so that the
+//! cost of a pass can be seen as it depends on the passes before it (`1,1,1,1,8`: single-token
+//! passes one to four passes after an eight-token one). For A/B comparisons of the multi-token
+//! path at depth:
 //!
-//! `cargo run --release -p tern --example pass_cost -- MODEL DEPTH N ITERS THREADS`
+//! `cargo run --release -p tern --example pass_cost -- MODEL DEPTH SIZES ITERS THREADS`
 
 use std::time::Instant;
 
@@ -10,32 +14,48 @@ use tern::model::{Logits, Scratch};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [model, depth, n, iters, threads] = args.as_slice() else {
-        return Err("usage: pass_cost MODEL DEPTH N ITERS THREADS".into());
+    let [model, depth, sizes, iters, threads] = args.as_slice() else {
+        return Err("usage: pass_cost MODEL DEPTH SIZES ITERS THREADS (SIZES: N or N1,N2,...)".into());
     };
-    let (depth, n, iters, threads): (usize, usize, usize, usize) =
-        (depth.parse()?, n.parse()?, iters.parse()?, threads.parse()?);
+    let (depth, iters, threads): (usize, usize, usize) = (depth.parse()?, iters.parse()?, threads.parse()?);
+    let sizes = sizes.split(',').map(str::parse).collect::<Result<Vec<usize>, _>>()?;
+    let longest = sizes.iter().copied().max().unwrap_or(0);
+    if longest == 0 {
+        return Err("every size must be at least 1".into());
+    }
     let engine = tern::Engine::load(model, tern::EngineOptions { threads: Some(threads), ..Default::default() })?;
     let model = engine.model();
     // Any tokens do: the cost depends on the counts, not the text.
     let context: Vec<u32> = (0..depth as u32).map(|i| 100 + (i * 7919) % 20000).collect();
-    let mut kv = model.new_kv_cache(depth + n + 1);
+    let mut kv = model.new_kv_cache(depth + longest + 1);
     let mut scratch = Scratch::default();
     model.forward(engine.pool(), &mut kv, &mut scratch, &context, Logits::None)?;
     let base = kv.len();
-    let chain: Vec<u32> = context.iter().copied().take(n).collect();
-    let parents: Vec<Option<usize>> = (0..n).map(|i| i.checked_sub(1)).collect();
-    let (cpu0, t0) = (thread_cpu_ms(), Instant::now());
+    let chain: Vec<u32> = context.iter().copied().cycle().take(longest).collect();
+    let parents: Vec<Option<usize>> = (0..longest).map(|i| i.checked_sub(1)).collect();
+    // Per position of the sequence: wall-clock milliseconds of each pass, and CPU milliseconds.
+    let mut wall = vec![Vec::with_capacity(iters); sizes.len()];
+    let mut cpu = vec![0.0; sizes.len()];
     for _ in 0..iters.max(1) {
-        model.forward_tree(engine.pool(), &mut kv, &mut scratch, &chain, &parents, Logits::All)?;
-        kv.truncate(base);
+        for (slot, &n) in sizes.iter().enumerate() {
+            let (cpu0, t0) = (thread_cpu_ms(), Instant::now());
+            model.forward_tree(engine.pool(), &mut kv, &mut scratch, &chain[..n], &parents[..n], Logits::All)?;
+            wall[slot].push(t0.elapsed().as_secs_f64() * 1e3);
+            cpu[slot] += thread_cpu_ms() - cpu0;
+            kv.truncate(base);
+        }
     }
-    let per = |total: f64| total / iters.max(1) as f64;
-    println!(
-        "n={n} depth={depth}: {:.3} ms/pass, {:.3} ms cpu/pass",
-        per(t0.elapsed().as_secs_f64() * 1e3),
-        per(thread_cpu_ms() - cpu0)
-    );
+    for (slot, (&n, times)) in sizes.iter().zip(&mut wall).enumerate() {
+        times.sort_by(f64::total_cmp);
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        let place = if sizes.len() > 1 { format!("#{slot} ") } else { String::new() };
+        println!(
+            "{place}n={n} depth={depth}: {mean:.3} ms/pass (min {:.3}, median {:.3}), {:.3} ms cpu/pass",
+            times[0],
+            times[times.len() / 2],
+            cpu[slot] / times.len() as f64
+        );
+    }
     Ok(())
 }
 
