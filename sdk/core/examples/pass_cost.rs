@@ -19,10 +19,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (depth, iters, threads): (usize, usize, usize) = (depth.parse()?, iters.parse()?, threads.parse()?);
     let sizes = sizes.split(',').map(str::parse).collect::<Result<Vec<usize>, _>>()?;
-    let longest = sizes.iter().copied().max().unwrap_or(0);
-    if longest == 0 {
+    if sizes.contains(&0) {
         return Err("every size must be at least 1".into());
     }
+    let longest = sizes.iter().copied().max().unwrap_or(1);
     let engine = tern::Engine::load(model, tern::EngineOptions { threads: Some(threads), ..Default::default() })?;
     let model = engine.model();
     // Any tokens do: the cost depends on the counts, not the text.
