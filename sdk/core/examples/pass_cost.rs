@@ -19,8 +19,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (depth, iters, threads): (usize, usize, usize) = (depth.parse()?, iters.parse()?, threads.parse()?);
     let sizes = sizes.split(',').map(str::parse).collect::<Result<Vec<usize>, _>>()?;
-    if sizes.contains(&0) {
-        return Err("every size must be at least 1".into());
+    if sizes.contains(&0) || depth == 0 {
+        return Err("the depth and every size must be at least 1 (the chain repeats the context's tokens)".into());
     }
     let longest = sizes.iter().copied().max().unwrap_or(1);
     let engine = tern::Engine::load(model, tern::EngineOptions { threads: Some(threads), ..Default::default() })?;
