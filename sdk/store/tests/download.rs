@@ -128,10 +128,26 @@ fn model() -> (Arc<Vec<u8>>, ModelSpec) {
     (Arc::new(data), spec)
 }
 
-fn temp_store(name: &str) -> Store {
+/// A store in a fresh temporary directory, removed when the test ends (passed or failed).
+struct TempStore(Store);
+
+impl std::ops::Deref for TempStore {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.0
+    }
+}
+
+impl Drop for TempStore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.dir());
+    }
+}
+
+fn temp_store(name: &str) -> TempStore {
     let dir = std::env::temp_dir().join(format!("tern-store-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    Store::open(dir).expect("store dir")
+    TempStore(Store::open(dir).expect("store dir"))
 }
 
 fn quick(retries: u32) -> DownloadOptions {
