@@ -31,7 +31,10 @@ const WINDOW: usize = 8;
 const STALE_AFTER: u64 = 64;
 
 /// Assumed growth of cost(n) / cost(1) per extra token where nothing is known yet. Optimistic
-/// on purpose (a pass of an unseen size gets tried, then measured).
+/// on purpose (a pass of an unseen size gets tried, then measured). Past the largest measured
+/// size the curve grows by the measured sizes' own mean slope where that is flatter: on a
+/// bandwidth-bound model a token costs a tenth of a pass, and the prior would price the long
+/// drafts it could afford at half as much again as they cost, so they would never be tried.
 const PRIOR_SLOPE: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -168,6 +171,11 @@ fn curve_from(medians: &[Option<f64>]) -> CostCurve {
     };
     let known: Vec<(usize, f64)> =
         medians.iter().enumerate().filter_map(|(i, m)| m.map(|t| (i + 1, (t / t1).max(1.0)))).collect();
+    // Mean growth per extra token from size 1 to the largest measured size.
+    let slope = match known.last() {
+        Some(&(s, r)) if s > 1 => ((r - 1.0) / (s - 1) as f64).min(PRIOR_SLOPE),
+        _ => PRIOR_SLOPE,
+    };
     let mut ratio = Vec::with_capacity(n);
     for k in 1..=n {
         let below = known.iter().rev().find(|&&(s, _)| s <= k);
@@ -175,7 +183,7 @@ fn curve_from(medians: &[Option<f64>]) -> CostCurve {
         let r = match (below, above) {
             (Some(&(s0, r0)), Some(&(s1, r1))) if s1 > s0 => r0 + (r1 - r0) * (k - s0) as f64 / (s1 - s0) as f64,
             (Some(&(_, r0)), Some(_)) => r0,
-            (Some(&(s0, r0)), None) => r0 + PRIOR_SLOPE * (k - s0) as f64,
+            (Some(&(s0, r0)), None) => r0 + slope * (k - s0) as f64,
             // Unreachable: size 1 is known.
             (None, _) => 1.0 + PRIOR_SLOPE * (k - 1) as f64,
         };
@@ -231,12 +239,28 @@ mod tests {
         }
         let c = m.curve();
         assert!(!c.measured[2], "size 3 expired");
-        assert!((c.ratio(3) - (1.2 + PRIOR_SLOPE)).abs() < 1e-6, "{}", c.ratio(3));
+        assert!((c.ratio(3) - 1.4).abs() < 1e-6, "size 2's slope onwards: {}", c.ratio(3));
         // Measured again: only the new duration counts.
         m.observe(3, Duration::from_millis(14));
         let c = m.curve();
         assert!(c.measured[2] && (c.ratio(3) - 1.4).abs() < 1e-6, "{}", c.ratio(3));
         assert!(c.single.is_some(), "the single-token cost never expires");
+    }
+
+    #[test]
+    fn past_the_measured_sizes_a_flat_curve_stays_flat() {
+        let m = CostModel::default();
+        m.observe(1, Duration::from_millis(10));
+        m.observe(6, Duration::from_millis(15));
+        let c = m.curve();
+        // Half a pass over five extra tokens: a tenth of one per token, not the prior's quarter.
+        assert!((c.ratio(16) - 2.5).abs() < 1e-6, "{}", c.ratio(16));
+        // A steep one grows by the prior's slope only: unmeasured sizes stay worth a try.
+        for _ in 0..WINDOW {
+            m.observe(6, Duration::from_millis(60));
+        }
+        let c = m.curve();
+        assert!((c.ratio(16) - (6.0 + 10.0 * PRIOR_SLOPE)).abs() < 1e-6, "{}", c.ratio(16));
     }
 
     #[test]
