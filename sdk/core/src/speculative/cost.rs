@@ -8,7 +8,8 @@
 //!
 //! Each batch size keeps its last few durations and uses their median (the machine may be
 //! shared: a slow outlier must not switch speculation off for good). Sizes not seen yet are
-//! interpolated between seen ones, or extrapolated with an optimistic prior slope so that the
+//! interpolated between seen ones, or extrapolated past the largest seen one along the seen
+//! sizes' mean slope, or an optimistic prior slope where that is flatter, so that the
 //! controller tries them once and then knows.
 //!
 //! A size the controller stops choosing is never measured again, so a bad measurement of it
