@@ -109,6 +109,11 @@ pub struct BenchWorkloadsArgs {
     /// the others (so that later runs price alike)
     #[arg(long, value_name = "FILE", requires = "priced")]
     pub curves: Option<PathBuf>,
+    /// With --priced: price every pass as if its cost over a single-token pass were F times
+    /// the measured one, cost(n) = 1 + F (cost(n) - 1): what cheaper multi-token passes would
+    /// buy with the same drafts (the controller plans with the scaled curve too)
+    #[arg(long, value_name = "F", requires = "priced", value_parser = extra_cost_scale)]
+    pub extra_cost: Option<f64>,
     /// Also run llama.cpp plain and with prompt-lookup decoding on the same prompt tokens,
     /// through this script (llama-cpp-python)
     #[arg(long, value_name = "SCRIPT", num_args = 0..=1, default_missing_value = "scripts/llama_lookup.py")]
@@ -261,6 +266,9 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
             engine.info().kernels,
             a.repetitions
         ))?;
+        if let Some(scale) = a.extra_cost {
+            out.line(&format!("priced with each pass's measured cost over a single-token pass scaled by {scale}"))?;
+        }
     }
     let curve_size = a.cost_curve.or(a.priced.then_some(DEFAULT_CURVE_SIZE)).map(|n| n.clamp(1, MAX_BATCH - 1));
     let curve_reps = a.repetitions as usize * 2 + 1;
@@ -292,7 +300,10 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
                 let c = measure_cost_curve(&engine, &prompt_ids(&engine, case)?, n, curve_reps)?;
                 curves.insert(case.id.clone(), c);
             }
-            let c = curves[&case.id].clone();
+            let c = match a.extra_cost {
+                Some(scale) => curves[&case.id].with_extra_cost(scale),
+                None => curves[&case.id].clone(),
+            };
             engine.verify_costs().pin(Some(c.pinned()));
             curve = Some(c);
         }
@@ -620,6 +631,14 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
         .collect()
 }
 
+/// `--extra-cost`: a fraction in (0, 1] (a pass of n tokens never costs less than one token).
+fn extra_cost_scale(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!("{s:?} is not a fraction in (0, 1]")),
+    }
+}
+
 /// Cost-curve size of --priced runs without --cost-curve.
 const DEFAULT_CURVE_SIZE: usize = 17;
 
@@ -679,6 +698,11 @@ fn measure_cost_curve(engine: &Arc<Engine>, prompt: &[u32], max: usize, reps: us
 }
 
 impl CostCurveReport {
+    /// The curve with every size's cost over a single token scaled by `scale`.
+    fn with_extra_cost(&self, scale: f64) -> CostCurveReport {
+        CostCurveReport { ratio: self.ratio.iter().map(|r| 1.0 + scale * (r - 1.0)).collect(), ..self.clone() }
+    }
+
     /// The curve as the controller sees it, every size measured.
     fn pinned(&self) -> CostCurve {
         CostCurve {
@@ -863,6 +887,18 @@ mod tests {
         assert!((priced(&drafted, &accepted, &ratio) - 5.0 / 3.6).abs() < 1e-12);
         assert_eq!(priced(&[4], &[4], &ratio), 1.0, "plain decoding prices at 1");
         assert_eq!(priced(&[], &[], &ratio), 1.0);
+    }
+
+    #[test]
+    fn extra_cost_scales_what_a_pass_costs_over_one_token() {
+        let c = CostCurveReport { cost_curve_depth: 100, single_ms: 4.0, ratio: vec![1.0, 1.2, 2.0] };
+        let half = c.with_extra_cost(0.5);
+        for (got, want) in half.ratio.iter().zip([1.0, 1.1, 1.5]) {
+            assert!((got - want).abs() < 1e-12, "{got} != {want}");
+        }
+        assert_eq!((half.single_ms, half.cost_curve_depth), (4.0, 100));
+        assert_eq!(extra_cost_scale("0.75"), Ok(0.75));
+        assert!(extra_cost_scale("0").is_err() && extra_cost_scale("1.5").is_err() && extra_cost_scale("x").is_err());
     }
 
     #[test]
