@@ -113,9 +113,7 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
         // The test profile is optimised (see Cargo.toml) without release's LTO link time.
         // No fail-fast inside cargo: one run should list every failing test binary.
         let mut cmd = cargo();
-        cmd.current_dir(&root)
-            .args(["test", "--workspace", "--no-fail-fast"])
-            .env("TERN_MODEL_DIR", &model_dir);
+        cmd.current_dir(&root).args(["test", "--workspace", "--no-fail-fast"]).env("TERN_MODEL_DIR", &model_dir);
         run_cmd(&mut cmd, "cargo test --workspace --no-fail-fast")
     }));
     let check_root = workspace_root();
@@ -123,7 +121,15 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
         // The JNI meter builds only for Android by default; this builds it here and runs its
         // calls against stand-in classes in a JVM.
         let mut cmd = cargo();
-        cmd.current_dir(&check_root).args(["test", "-p", "tern", "--features", "android-battery", "--test", "android_battery_jvm"]);
+        cmd.current_dir(&check_root).args([
+            "test",
+            "-p",
+            "tern",
+            "--features",
+            "android-battery",
+            "--test",
+            "android_battery_jvm",
+        ]);
         run_cmd(&mut cmd, "cargo test -p tern --features android-battery --test android_battery_jvm")
     }));
     list.extend(bindings::steps(&suite_root, &suite_models));

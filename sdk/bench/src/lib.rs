@@ -9,9 +9,9 @@ use tern::quant::{ActBuf, GgmlType, Kernels};
 
 /// The model cache (`$TERN_MODEL_DIR`, default `~/.cache/tern/models`).
 pub fn model_dir() -> PathBuf {
-    std::env::var_os("TERN_MODEL_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tern/models")
-    })
+    std::env::var_os("TERN_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tern/models"))
 }
 
 /// A 2-D weight tensor of one type, taken from a model file.
@@ -27,7 +27,8 @@ pub struct WeightSample {
 /// The largest 2-D tensor of each type in each model file found in the cache (the files
 /// `cargo xtask models --all` fetches); files that are absent are skipped.
 pub fn weight_samples() -> Vec<WeightSample> {
-    let files = ["SmolLM2-135M-Instruct.Q4_1.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "gemma-3-270m-q4_k_m.gguf"];
+    let files =
+        ["SmolLM2-135M-Instruct.Q4_1.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "gemma-3-270m-q4_k_m.gguf"];
     let mut out: Vec<WeightSample> = Vec::new();
     for name in files {
         let Ok(file) = GgufFile::open(model_dir().join(name)) else { continue };

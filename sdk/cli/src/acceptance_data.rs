@@ -78,7 +78,8 @@ pub fn run(a: AcceptanceDataArgs) -> Result<()> {
                 }
                 let taken = answer.get(i + node.depth) == Some(&node.token);
                 on_path[n] = taken;
-                let example = Example { task: &case.task, label: u8::from(taken), depth: node.depth, x: &node.features.0 };
+                let example =
+                    Example { task: &case.task, label: u8::from(taken), depth: node.depth, x: &node.features.0 };
                 serde_json::to_writer(&mut out, &example).map_err(|e| CliError::Other(e.to_string()))?;
                 out.write_all(b"\n")?;
                 tally.examples += 1;

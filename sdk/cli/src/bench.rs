@@ -11,8 +11,8 @@ use std::io::IsTerminal;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tern::tokenizer::Tokenizer;
 use tern::model::KvPrecision;
+use tern::tokenizer::Tokenizer;
 use tern::{EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats};
 
 use crate::args::{load_with, ModelArgs};

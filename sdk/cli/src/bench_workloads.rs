@@ -290,7 +290,8 @@ pub fn run(a: BenchWorkloadsArgs) -> Result<()> {
         bar.set_message(case.id.clone());
         let mut spec_opts = spec_opts.clone();
         if let Some(store) = &history {
-            spec_opts.history = Some(HistoryScope { record_answers: false, ..HistoryScope::new(store.clone(), &case.task) });
+            spec_opts.history =
+                Some(HistoryScope { record_answers: false, ..HistoryScope::new(store.clone(), &case.task) });
         }
         // Each case's bounds at its own depth: how much a pass of n tokens costs next to one
         // depends on how much of it is attention over the cache.
@@ -616,7 +617,11 @@ fn summarise(reports: &[CaseReport]) -> Vec<TaskReport> {
                 pooled_tokens_per_step: {
                     let passes: usize = rs.iter().map(|r| r.decode_passes).sum();
                     let tokens: f64 = rs.iter().map(|r| r.tokens_per_step * r.decode_passes as f64).sum();
-                    if passes == 0 { 0.0 } else { tokens / passes as f64 }
+                    if passes == 0 {
+                        0.0
+                    } else {
+                        tokens / passes as f64
+                    }
                 },
                 median_tokens_per_verify: if verifying.is_empty() { 0.0 } else { median(&verifying) },
                 median_hindsight_bound: (!bounds.is_empty()).then(|| median(&bounds)),

@@ -16,7 +16,9 @@ use tern::energy::power_model::selection_counts;
 use tern::energy::simulator::{SimDevice, SimProbe};
 use tern::energy::tuner::{exhaustive, Measurement, ProbeRecord, Tuner, TunerOptions};
 use tern::runtime::{CoreSelection, CpuTopology, ThreadPool};
-use tern::{EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats};
+use tern::{
+    EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats,
+};
 
 use crate::args::ModelArgs;
 use crate::error::{CliError, Result};
@@ -341,7 +343,12 @@ fn print_here(r: &HereReport, json: bool) -> Result<()> {
 
 /// One generation of `n` tokens (end of generation ignored) from a short prompt.
 fn generate(engine: &std::sync::Arc<Engine>, n: usize) -> Result<Stats> {
-    let opts = SessionOptions { max_tokens: n, ignore_eos: true, speculation: SpeculationOptions::off(), ..Default::default() };
+    let opts = SessionOptions {
+        max_tokens: n,
+        ignore_eos: true,
+        speculation: SpeculationOptions::off(),
+        ..Default::default()
+    };
     let mut session = Session::new(engine.clone(), opts)?;
     let mut stats = None;
     for ev in session.complete("The history of the lighthouse begins")? {

@@ -14,7 +14,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 println!("{k} = [{} x {}] {}", a.len, a.elem.name(), head.join(", "))
             }
-            Value::String(s) if s.len() > 200 => println!("{k} = {:?}...", &s[..s.char_indices().nth(200).map_or(s.len(), |c| c.0)]),
+            Value::String(s) if s.len() > 200 => {
+                println!("{k} = {:?}...", &s[..s.char_indices().nth(200).map_or(s.len(), |c| c.0)])
+            }
             v => println!("{k} = {v:?}"),
         }
     }

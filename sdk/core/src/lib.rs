@@ -37,5 +37,7 @@ pub use error::{Error, Result};
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
 pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};
-pub use speculative::{DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats};
+pub use speculative::{
+    DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats,
+};
 pub use tools::{Tool, ToolCall, ToolChoice};

@@ -47,7 +47,8 @@ fn check_model(file: &str, kernels: Option<&str>) -> Report {
 fn check_with(file: &str, opts: EngineOptions) -> Report {
     let engine = Engine::load(model_path(file), opts).expect("model loads");
     let g = golden(file);
-    let mut r = Report { positions: 0, decisive: 0, top1_mismatch: Vec::new(), close: 0, close_centered: 0, max_dev: 0.0 };
+    let mut r =
+        Report { positions: 0, decisive: 0, top1_mismatch: Vec::new(), close: 0, close_centered: 0, max_dev: 0.0 };
     let cases = ["chat", "completions"]
         .iter()
         .flat_map(|k| g[*k].as_array().cloned().unwrap_or_default().into_iter().map(move |c| (*k, c)));
@@ -73,12 +74,15 @@ fn check_with(file: &str, opts: EngineOptions) -> Report {
                 if margin >= MARGIN {
                     r.decisive += 1;
                     if ours_top1 != ref_top1 {
-                        r.top1_mismatch.push(format!("{kind} step {j}: ours {ours_top1} ref {ref_top1} (margin {margin})"));
+                        r.top1_mismatch
+                            .push(format!("{kind} step {j}: ours {ours_top1} ref {ref_top1} (margin {margin})"));
                     }
                 }
                 let devs: Vec<f64> = top10
                     .iter()
-                    .map(|pair| logits[pair[0].as_u64().expect("id") as usize] as f64 - pair[1].as_f64().expect("logit"))
+                    .map(|pair| {
+                        logits[pair[0].as_u64().expect("id") as usize] as f64 - pair[1].as_f64().expect("logit")
+                    })
                     .collect();
                 let worst = devs.iter().fold(0.0f64, |m, d| m.max(d.abs()));
                 let mean = devs.iter().sum::<f64>() / devs.len() as f64;
@@ -108,7 +112,12 @@ fn assert_model(file: &str) {
     assert!(r.positions > 0);
     assert!(r.top1_mismatch.is_empty(), "{file}: top-1 differs at {:?}", r.top1_mismatch);
     let floor = min_close_fraction(file);
-    assert!(frac >= floor, "{file}: only {:.1}% of positions within tolerance (floor {:.0}%)", frac * 100.0, floor * 100.0);
+    assert!(
+        frac >= floor,
+        "{file}: only {:.1}% of positions within tolerance (floor {:.0}%)",
+        frac * 100.0,
+        floor * 100.0
+    );
 }
 
 #[test]
@@ -131,7 +140,11 @@ fn gemma3_matches_reference() {
 fn smollm2_matches_reference_with_scalar_kernels() {
     let r = check_model(SMOLLM2, Some("reference"));
     let frac = r.close as f64 / r.positions as f64;
-    eprintln!("scalar kernels: {} top-1 mismatches, {:.1}% within {LOGIT_TOLERANCE}", r.top1_mismatch.len(), frac * 100.0);
+    eprintln!(
+        "scalar kernels: {} top-1 mismatches, {:.1}% within {LOGIT_TOLERANCE}",
+        r.top1_mismatch.len(),
+        frac * 100.0
+    );
     assert!(r.top1_mismatch.is_empty(), "{:?}", r.top1_mismatch);
     assert!(frac >= min_close_fraction(SMOLLM2));
 }

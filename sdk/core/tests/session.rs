@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use tern::{Engine, EngineOptions, Error, Event, FinishReason, Message, SamplingOptions, Session, SessionOptions, Stats};
+use tern::{
+    Engine, EngineOptions, Error, Event, FinishReason, Message, SamplingOptions, Session, SessionOptions, Stats,
+};
 
 fn engine() -> Arc<Engine> {
     static ENGINE: std::sync::OnceLock<Arc<Engine>> = std::sync::OnceLock::new();
@@ -95,7 +97,8 @@ fn second_turn_reuses_the_cache_and_answers_the_same() {
 #[test]
 fn cancel_from_another_thread_stops_promptly() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let opts = SessionOptions { max_tokens: 100_000, ignore_eos: true, context_length: Some(2048), ..Default::default() };
+    let opts =
+        SessionOptions { max_tokens: 100_000, ignore_eos: true, context_length: Some(2048), ..Default::default() };
     let mut s = Session::new(engine(), opts).expect("session");
     let handle = s.cancel_handle();
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -186,7 +189,8 @@ fn invalid_options_are_rejected() {
 fn same_seed_same_sample() {
     let run = |seed| {
         let sampling = SamplingOptions { temperature: 0.9, seed: Some(seed), ..Default::default() };
-        let mut s = Session::new(engine(), SessionOptions { sampling, max_tokens: 16, ..Default::default() }).expect("s");
+        let mut s =
+            Session::new(engine(), SessionOptions { sampling, max_tokens: 16, ..Default::default() }).expect("s");
         collect(s.complete("Once upon a time").expect("complete")).0
     };
     assert_eq!(run(7), run(7));

@@ -88,8 +88,7 @@ impl GgufFile {
         }
         // SAFETY: the map is read-only. Another process truncating the file while it is mapped
         // would fault on access; that is the documented contract of every mmap-based loader.
-        let map = unsafe { memmap2::Mmap::map(&file) }
-            .map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
         Self::parse(Storage::Mapped { map, file })
     }
 
@@ -183,9 +182,8 @@ impl GgufFile {
             let offset = data_start
                 .checked_add(rel_offset)
                 .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` offset overflows")))?;
-            let end = offset
-                .checked_add(size)
-                .ok_or_else(|| Error::Corrupt(format!("tensor `{name}` extent overflows")))?;
+            let end =
+                offset.checked_add(size).ok_or_else(|| Error::Corrupt(format!("tensor `{name}` extent overflows")))?;
             if end > file_len {
                 return Err(Error::Truncated { what: format!("tensor `{name}`"), start: offset, end, len: file_len });
             }

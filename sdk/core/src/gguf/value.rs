@@ -229,7 +229,9 @@ impl ArrayValue {
         let d = self.data(file);
         Some(match self.elem {
             ValueType::F32 => d.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            ValueType::F64 => d.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32).collect(),
+            ValueType::F64 => {
+                d.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32).collect()
+            }
             _ => self.to_i64_vec(file)?.into_iter().map(|v| v as f32).collect(),
         })
     }

@@ -196,9 +196,7 @@ impl KvCache {
         let hd = self.head_dim;
         let (o, n) = (self.offset(layer, head, 0), positions * hd);
         match self.precision {
-            KvPrecision::F16 => {
-                KvHeadRows::F16 { keys: &self.k16[o..o + n], values: &self.v16[o..o + n], stride: hd }
-            }
+            KvPrecision::F16 => KvHeadRows::F16 { keys: &self.k16[o..o + n], values: &self.v16[o..o + n], stride: hd },
             KvPrecision::Int8Fp8 => KvHeadRows::Int8Fp8 {
                 keys: &self.k8[o..o + n],
                 key_scales: &self.k_scale[o / KEY_GROUP..(o + n) / KEY_GROUP],

@@ -52,7 +52,9 @@ pub enum Logits {
     /// Every token's row after the output norm (the LM head's input), kept for
     /// [`Model::score_hidden`], and the last token's logits if `last`: a few chosen tokens
     /// scored at every position for a fraction of the whole vocabulary's cost.
-    Hidden { last: bool },
+    Hidden {
+        last: bool,
+    },
 }
 
 pub struct Model {

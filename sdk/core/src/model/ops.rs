@@ -300,7 +300,8 @@ pub fn matmul_then(
         if p.act.len() < act_row * n_tok || p.out.len() < p.w.rows * n_tok {
             continue;
         }
-        jobs[j] = Some(Job { act_row, split: Split::new(p.w, threads, n_tok), out: SharedMut::new(p.out.as_mut_ptr()) });
+        jobs[j] =
+            Some(Job { act_row, split: Split::new(p.w, threads, n_tok), out: SharedMut::new(p.out.as_mut_ptr()) });
     }
     // With a combining step every product shares the first one's row split.
     if then.is_some() {

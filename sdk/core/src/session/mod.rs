@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
-use speculate::Speculator;
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
+use speculate::Speculator;
 use stop::StopMatcher;
 
 /// Tokens per forward pass while prefilling.
@@ -114,7 +114,10 @@ pub struct Stats {
 pub enum Event {
     /// New text (possibly empty while a stop sequence or a UTF-8 sequence is pending) and the
     /// token ids it came from.
-    Token { text: String, ids: Vec<u32> },
+    Token {
+        text: String,
+        ids: Vec<u32>,
+    },
     Done(Stats),
 }
 
@@ -150,7 +153,10 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("cached_tokens", &self.cached.len()).field("messages", &self.messages.len()).finish()
+        f.debug_struct("Session")
+            .field("cached_tokens", &self.cached.len())
+            .field("messages", &self.messages.len())
+            .finish()
     }
 }
 
@@ -202,7 +208,9 @@ impl Session {
         speculation.validate()?;
         match (&mut self.spec, speculation.is_on()) {
             (Some(spec), true) => spec.reconfigure(&speculation),
-            (_, on) => self.spec = if on { Speculator::new(&speculation, self.engine.acceptance_model()) } else { None },
+            (_, on) => {
+                self.spec = if on { Speculator::new(&speculation, self.engine.acceptance_model()) } else { None }
+            }
         }
         self.opts.speculation = speculation;
         Ok(())
@@ -376,7 +384,9 @@ impl Session {
 enum State {
     Prefill,
     /// `next` is sampled but not yet fed to the model.
-    Decode { next: u32 },
+    Decode {
+        next: u32,
+    },
     Finished,
 }
 
@@ -459,7 +469,13 @@ impl Generation<'_> {
             };
             let chunk = &todo[pos - self.cached_tokens..(pos + len).min(self.prompt.len()) - self.cached_tokens];
             let last = pos + chunk.len() == self.prompt.len();
-            let want = if calibrate { Logits::Hidden { last } } else if last { Logits::Last } else { Logits::None };
+            let want = if calibrate {
+                Logits::Hidden { last }
+            } else if last {
+                Logits::Last
+            } else {
+                Logits::None
+            };
             self.feed(chunk, want)?;
             if calibrate {
                 let s = &mut *self.session;

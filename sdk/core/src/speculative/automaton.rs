@@ -84,7 +84,13 @@ impl Default for SuffixAutomaton {
 impl SuffixAutomaton {
     pub fn new() -> Self {
         let root = State { len: 0, link: u32::MAX, first_edge: u32::MAX, count: 0, last_end: 0 };
-        SuffixAutomaton { states: vec![root], edges: Vec::new(), lookup: HashMap::default(), text: Vec::new(), last: ROOT }
+        SuffixAutomaton {
+            states: vec![root],
+            edges: Vec::new(),
+            lookup: HashMap::default(),
+            text: Vec::new(),
+            last: ROOT,
+        }
     }
 
     /// Forgets everything, keeping the buffers.

@@ -269,7 +269,11 @@ mod tests {
         let m = CostModel::default();
         m.observe(1, Duration::from_millis(10));
         m.observe(4, Duration::from_millis(40));
-        let fixed = CostCurve { ratio: vec![1.0, 1.1, 1.2, 1.3], measured: vec![true; 4], single: Some(Duration::from_millis(5)) };
+        let fixed = CostCurve {
+            ratio: vec![1.0, 1.1, 1.2, 1.3],
+            measured: vec![true; 4],
+            single: Some(Duration::from_millis(5)),
+        };
         m.pin(Some(fixed.clone()));
         m.observe(4, Duration::from_millis(80));
         assert_eq!(m.curve(), fixed);

@@ -73,10 +73,7 @@ impl Ord for Candidate {
     /// Higher path probability first; on ties the earlier parent, then the lower token, so
     /// that trees are reproducible.
     fn cmp(&self, other: &Self) -> Ordering {
-        self.p_path
-            .total_cmp(&other.p_path)
-            .then(other.parent.cmp(&self.parent))
-            .then(other.token.cmp(&self.token))
+        self.p_path.total_cmp(&other.p_path).then(other.parent.cmp(&self.parent)).then(other.token.cmp(&self.token))
     }
 }
 
@@ -280,7 +277,8 @@ impl Drafter {
         if let Some(i) = place.run {
             if let Some(&token) = self.reserved.tokens.get(i) {
                 if added < shape.max_width && !self.seen.contains(&token) {
-                    let evidence = Evidence { match_len: i as u32, reused_origin: true, depth, weak_parent, ..Default::default() };
+                    let evidence =
+                        Evidence { match_len: i as u32, reused_origin: true, depth, weak_parent, ..Default::default() };
                     let m = index.advance(place.m, token);
                     let next = Place { m, at: (m.len > 0).then(|| index.last_end(m)), run: Some(i + 1) };
                     offer(&mut self.frontier, node, parent.p_path, token, Origin::Reused, evidence, next, model);

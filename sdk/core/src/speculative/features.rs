@@ -156,7 +156,8 @@ mod tests {
 
     #[test]
     fn learning_moves_estimates_towards_outcomes() {
-        let x = Evidence { match_len: 4, share: 1.0, only_continuation: true, depth: 1, ..Default::default() }.features();
+        let x =
+            Evidence { match_len: 4, share: 1.0, only_continuation: true, depth: 1, ..Default::default() }.features();
         let mut m = AcceptanceModel::default();
         let before = m.p(&x);
         for _ in 0..50 {

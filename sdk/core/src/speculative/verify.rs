@@ -34,7 +34,8 @@ mod tests {
     use crate::sampling::SamplingOptions;
 
     fn sampler(temperature: f32, seed: u64) -> Sampler {
-        let opts = SamplingOptions { temperature, top_k: 0, top_p: 1.0, min_p: 0.0, seed: Some(seed), ..Default::default() };
+        let opts =
+            SamplingOptions { temperature, top_k: 0, top_p: 1.0, min_p: 0.0, seed: Some(seed), ..Default::default() };
         Sampler::new(opts).expect("valid options")
     }
 
