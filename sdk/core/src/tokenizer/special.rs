@@ -120,17 +120,32 @@ impl SpecialMatcher {
 
         let mut out = Vec::with_capacity(taken.len() * 2 + 1);
         let mut prev = 0;
+        // Whether the last token strips the whitespace that follows it.
+        let mut rstrip = false;
         for (start, end, id) in taken {
             // Special texts are whole UTF-8 strings, so cuts fall on character boundaries.
-            if start > prev {
-                out.push(Fragment::Text(&text[prev..start]));
-            }
+            push_text(&mut out, &text[prev..start], rstrip, attrs[id as usize] & attr::LSTRIP != 0);
             out.push(Fragment::Token(id));
+            rstrip = attrs[id as usize] & attr::RSTRIP != 0;
             prev = end;
         }
-        if prev < text.len() {
-            out.push(Fragment::Text(&text[prev..]));
-        }
+        push_text(&mut out, &text[prev..], rstrip, false);
         out
+    }
+}
+
+/// Appends the text between two tokens, without the whitespace their LSTRIP/RSTRIP attributes
+/// remove (C `isspace`, as llama.cpp); nothing when no text is left.
+fn push_text<'t>(out: &mut Vec<Fragment<'t>>, text: &'t str, strip_start: bool, strip_end: bool) {
+    let is_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
+    let mut t = text;
+    if strip_start {
+        t = t.trim_start_matches(is_space);
+    }
+    if strip_end {
+        t = t.trim_end_matches(is_space);
+    }
+    if !t.is_empty() {
+        out.push(Fragment::Text(t));
     }
 }
