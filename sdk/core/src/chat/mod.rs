@@ -162,6 +162,22 @@ impl Object for JsonObject {
     }
 }
 
+/// What a render passes to the template besides the messages, as the arguments of Hugging Face
+/// `apply_chat_template` do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenderOptions<'a> {
+    /// End with the opening of an assistant turn, ready for generation.
+    pub add_generation_prompt: bool,
+    /// Tool definitions (a JSON array) for templates that show them.
+    pub tools: Option<&'a serde_json::Value>,
+    /// Further template variables, e.g. `{"enable_thinking": false}` for Qwen 3's and SmolLM 3's
+    /// templates.
+    pub variables: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The time `strftime_now()` reports, in seconds since the Unix epoch (UTC); the system clock
+    /// when `None`.
+    pub now: Option<i64>,
+}
+
 /// Whether a template shows tool definitions to the model itself, and in which format it
 /// expects calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,7 +292,7 @@ impl ChatTemplate {
     /// Renders the conversation. With `add_generation_prompt` the text ends with
     /// the opening of an assistant turn, ready for generation.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        self.render_with_tools(messages, add_generation_prompt, None)
+        self.render_with(messages, &RenderOptions { add_generation_prompt, ..RenderOptions::default() })
     }
 
     /// [`render`](Self::render) with tool definitions for templates that show them (see
@@ -288,17 +304,33 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
     ) -> Result<String> {
+        self.render_with(messages, &RenderOptions { add_generation_prompt, tools, ..RenderOptions::default() })
+    }
+
+    /// Renders the conversation with everything a template may be given; see [`RenderOptions`].
+    pub fn render_with(&self, messages: &[Message], opts: &RenderOptions<'_>) -> Result<String> {
         let template = self.env.get_template(TEMPLATE_NAME).map_err(template_error)?;
+        let tools = opts.tools;
         let tools_len = tools.map_or(0, |t| t.to_string().len());
         let input: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + self.source_len + tools_len;
         let limit = OUTPUT_BASE_LIMIT.saturating_add(input.saturating_mul(4));
-        let ctx = minijinja::context! {
+        let mut vars: Vec<(&str, Value)> = Vec::new();
+        if let Some(extra) = opts.variables {
+            vars.extend(extra.iter().map(|(k, v)| (k.as_str(), JsonObject::value_of(v))));
+        }
+        if let Some(now) = opts.now {
+            let clock = move |format: String| strftime::format_unix(&format, now);
+            vars.push(("strftime_now", Value::from_function(clock)));
+        }
+        let base = minijinja::context! {
             messages => Value::from(messages.iter().map(MessageValue::value_of).collect::<Vec<_>>()),
-            add_generation_prompt => add_generation_prompt,
+            add_generation_prompt => opts.add_generation_prompt,
             // HF passes these as None, and templates test `tools is not none`.
             tools => tools.map_or(Value::from(()), JsonObject::value_of),
             documents => Value::from(()),
         };
+        // The fixed variables win over caller-given ones of the same name.
+        let ctx = minijinja::context! { ..base, ..Value::from_iter(vars) };
         let mut out = CappedWriter { buf: Vec::new(), limit, overflowed: false };
         match template.render_captured_to(ctx, &mut out) {
             Ok(_) => {}
