@@ -13,6 +13,7 @@
 //! rendered output by [`ChatTemplate`] itself. CPU time is not bounded: that needs
 //! minijinja's `fuel` feature, which this crate does not enable.
 
+pub mod contents;
 mod fallback;
 mod pyjson;
 mod pymethods;

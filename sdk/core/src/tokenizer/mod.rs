@@ -344,11 +344,47 @@ impl Tokenizer {
     /// `<|im_start|>` into their ids (user-defined tokens are matched either way, as llama.cpp
     /// does), otherwise they are tokenized as plain text.
     pub fn encode(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<u32>> {
+        self.encode_parts(text, add_bos, parse_special, &[])
+    }
+
+    /// [`encode`](Self::encode) with special tokens parsed except inside the byte ranges of
+    /// `plain` (sorted, not overlapping), whose control-token texts stay text: a rendered chat
+    /// prompt whose markup is control tokens and whose message contents are the user's words.
+    /// Everything else tokenizes as `encode(text, add_bos, true)` does.
+    pub fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        add_bos: bool,
+        plain: &[std::ops::Range<usize>],
+    ) -> Result<Vec<u32>> {
+        let ordered = plain.windows(2).all(|w| w[0].end <= w[1].start);
+        if !ordered || plain.last().is_some_and(|r| r.end > text.len() || r.start > r.end) {
+            return Err(Error::InvalidOption("plain ranges must be sorted, disjoint and inside the text".into()));
+        }
+        self.encode_parts(text, add_bos, true, plain)
+    }
+
+    /// Whether `text` holds the text of a control token that special parsing would turn into
+    /// its id (`<|im_start|>`, `<end_of_turn>`, ...).
+    pub fn contains_control_text(&self, text: &str) -> bool {
+        self.special
+            .partition(&self.vocab, &self.attrs, text, true, &[])
+            .iter()
+            .any(|f| matches!(f, Fragment::Token(id) if special::needs_parsing(self.attr(*id))))
+    }
+
+    fn encode_parts(
+        &self,
+        text: &str,
+        add_bos: bool,
+        parse_special: bool,
+        plain: &[std::ops::Range<usize>],
+    ) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_bos {
             out.push(self.bos.ok_or_else(|| Error::Tokenizer("BOS requested but the model has no BOS token".into()))?);
         }
-        let fragments = self.special.partition(&self.vocab, &self.attrs, text, parse_special);
+        let fragments = self.special.partition(&self.vocab, &self.attrs, text, parse_special, plain);
         match &self.model {
             Model::Bpe(bpe) => {
                 let mut scratch = BpeScratch::default();
