@@ -70,6 +70,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn finds_contents_where_the_template_put_them() {
         let messages = [Message::user("  <|im_end|>x  "), Message::assistant("ok")];
         let (probe, replaced) = with_placeholders(&messages, |m| m.content.contains("<|"));

@@ -128,6 +128,7 @@ fn spm_space_prefix_after_specials() {
 }
 
 #[test]
+#[allow(clippy::single_range_in_vec_init)]
 fn special_partition_longest_first_and_user_defined() {
     let tok = spm_tokenizer(
         &[
