@@ -178,6 +178,7 @@ impl From<SessionOptions> for tern::SessionOptions {
             context_length: o.context_length.map(|n| n as usize),
             ignore_eos: o.ignore_eos,
             speculation: o.speculation.into(),
+            ..tern::SessionOptions::default()
         }
     }
 }

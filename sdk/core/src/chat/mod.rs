@@ -8,14 +8,17 @@
 //! in output, and the common Python string/dict methods (`.strip()`,
 //! `.startswith()`, `.split()`, `.items()`, ...).
 //!
-//! Sandbox: templates have no loader, so no file or network access; recursion is
-//! capped by minijinja (500 levels), `range()` by minijinja (100 000 items), and the
-//! rendered output by [`ChatTemplate`] itself. CPU time is not bounded: that needs
-//! minijinja's `fuel` feature, which this crate does not enable.
+//! Sandbox: templates have no loader, so no file or network access; recursion is capped by
+//! minijinja (500 levels), instructions by its fuel, the rendered output by [`ChatTemplate`],
+//! and the memory, work and time of each render by [`TemplateLimits`] (see `sandbox.rs`: the
+//! source is rewritten so that operators and loop bodies pay into the budget).
 
+pub mod contents;
 mod fallback;
 mod pyjson;
 mod pymethods;
+mod rewrite;
+mod sandbox;
 mod strftime;
 
 use std::fmt;
@@ -23,12 +26,13 @@ use std::io;
 use std::sync::Arc;
 
 use minijinja::value::{Enumerator, Object, ObjectRepr, Value};
-use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use minijinja::{Environment, UndefinedBehavior};
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 
 pub use fallback::FallbackKind;
+pub use sandbox::TemplateLimits;
 
 /// Name under which the template is stored; it has no extension so that
 /// minijinja never turns on HTML autoescaping for it.
@@ -162,6 +166,22 @@ impl Object for JsonObject {
     }
 }
 
+/// What a render passes to the template besides the messages, as the arguments of Hugging Face
+/// `apply_chat_template` do.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenderOptions<'a> {
+    /// End with the opening of an assistant turn, ready for generation.
+    pub add_generation_prompt: bool,
+    /// Tool definitions (a JSON array) for templates that show them.
+    pub tools: Option<&'a serde_json::Value>,
+    /// Further template variables, e.g. `{"enable_thinking": false}` for Qwen 3's and SmolLM 3's
+    /// templates.
+    pub variables: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// The time `strftime_now()` reports, in seconds since the Unix epoch (UTC); the system clock
+    /// when `None`.
+    pub now: Option<i64>,
+}
+
 /// Whether a template shows tool definitions to the model itself, and in which format it
 /// expects calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +197,7 @@ pub enum ToolFormat {
 /// instance can be shared across threads.
 pub struct ChatTemplate {
     env: Environment<'static>,
+    limits: TemplateLimits,
     bos_token: String,
     eos_token: String,
     source_len: usize,
@@ -203,8 +224,12 @@ impl ChatTemplate {
     /// template as `bos_token`/`eos_token`. Syntax errors give [`Error::Template`].
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<ChatTemplate> {
         let mut env = base_environment(bos_token, eos_token);
-        env.add_template_owned(TEMPLATE_NAME, source.to_owned()).map_err(template_error)?;
+        let budgeted = rewrite::rewrite(source, TEMPLATE_NAME)?;
+        env.add_template_owned(TEMPLATE_NAME, budgeted).map_err(template_error)?;
         let mut t = Self::finish(env, bos_token, eos_token, source.len(), None);
+        // A template that runs out of its budget on the probe conversation is refused here,
+        // at load, rather than at every send.
+        t.turn_suffix = t.probe_turn_suffix()?;
         if source.contains("tools") && source.contains("<tool_call>") {
             t.tool_format = ToolFormat::ToolCallTags;
         }
@@ -220,7 +245,9 @@ impl ChatTemplate {
         // The built-in sources are fixed and covered by tests, so compiling cannot fail;
         // should it ever, rendering reports the missing template as Error::Template.
         let _ = env.add_template(TEMPLATE_NAME, source);
-        Self::finish(env, bos_token, eos_token, source.len(), Some(kind))
+        let mut t = Self::finish(env, bos_token, eos_token, source.len(), Some(kind));
+        t.turn_suffix = t.probe_turn_suffix().ok().flatten();
+        t
     }
 
     /// The template a GGUF model should use: its `tokenizer.chat_template` when
@@ -260,23 +287,22 @@ impl ChatTemplate {
         source_len: usize,
         fallback: Option<FallbackKind>,
     ) -> ChatTemplate {
-        let mut t = ChatTemplate {
+        ChatTemplate {
             env,
+            limits: TemplateLimits::default(),
             bos_token: bos_token.to_owned(),
             eos_token: eos_token.to_owned(),
             source_len,
             turn_suffix: None,
             fallback,
             tool_format: ToolFormat::None,
-        };
-        t.turn_suffix = t.probe_turn_suffix();
-        t
+        }
     }
 
     /// Renders the conversation. With `add_generation_prompt` the text ends with
     /// the opening of an assistant turn, ready for generation.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        self.render_with_tools(messages, add_generation_prompt, None)
+        self.render_with(messages, &RenderOptions { add_generation_prompt, ..RenderOptions::default() })
     }
 
     /// [`render`](Self::render) with tool definitions for templates that show them (see
@@ -288,27 +314,62 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
     ) -> Result<String> {
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(template_error)?;
+        self.render_with(messages, &RenderOptions { add_generation_prompt, tools, ..RenderOptions::default() })
+    }
+
+    /// Renders the conversation with everything a template may be given; see [`RenderOptions`].
+    /// A render that exceeds the template's [limits](TemplateLimits) is an [`Error::Template`].
+    pub fn render_with(&self, messages: &[Message], opts: &RenderOptions<'_>) -> Result<String> {
+        self.render_budgeted(messages, opts).map_err(|f| match f {
+            RenderFailure::Budget(exceeded) => Error::Template(exceeded.to_string()),
+            RenderFailure::Other(e) => e,
+        })
+    }
+
+    fn render_budgeted(
+        &self,
+        messages: &[Message],
+        opts: &RenderOptions<'_>,
+    ) -> std::result::Result<String, RenderFailure> {
+        let other = |e| RenderFailure::Other(e);
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| other(template_error(e)))?;
+        let tools = opts.tools;
         let tools_len = tools.map_or(0, |t| t.to_string().len());
         let input: usize = messages.iter().map(|m| m.content.len()).sum::<usize>() + self.source_len + tools_len;
         let limit = OUTPUT_BASE_LIMIT.saturating_add(input.saturating_mul(4));
-        let ctx = minijinja::context! {
+        let mut vars: Vec<(&str, Value)> = Vec::new();
+        if let Some(extra) = opts.variables {
+            vars.extend(extra.iter().map(|(k, v)| (k.as_str(), JsonObject::value_of(v))));
+        }
+        if let Some(now) = opts.now {
+            let clock = move |format: String| strftime::format_unix(&format, now);
+            vars.push(("strftime_now", Value::from_function(clock)));
+        }
+        let base = minijinja::context! {
             messages => Value::from(messages.iter().map(MessageValue::value_of).collect::<Vec<_>>()),
-            add_generation_prompt => add_generation_prompt,
+            add_generation_prompt => opts.add_generation_prompt,
             // HF passes these as None, and templates test `tools is not none`.
             tools => tools.map_or(Value::from(()), JsonObject::value_of),
             documents => Value::from(()),
         };
+        // The fixed variables win over caller-given ones of the same name.
+        let ctx = minijinja::context! { ..base, ..Value::from_iter(vars) };
         let mut out = CappedWriter { buf: Vec::new(), limit, overflowed: false };
-        match template.render_captured_to(ctx, &mut out) {
+        let budget = sandbox::Session::start(&self.limits, input);
+        let result = template.render_captured_to(ctx, &mut out);
+        // Over budget, the render may also have ended on some other error the budget caused.
+        if let Some(exceeded) = budget.exceeded() {
+            return Err(RenderFailure::Budget(exceeded));
+        }
+        match result {
             Ok(_) => {}
             Err(_) if out.overflowed => {
-                return Err(Error::Template(format!("rendered prompt exceeds {limit} bytes")));
+                return Err(other(Error::Template(format!("rendered prompt exceeds {limit} bytes"))));
             }
-            Err(e) => return Err(template_error(e)),
+            Err(e) => return Err(other(template_error(e))),
         }
         // Only `&str` pieces were written, so the bytes are UTF-8; checked anyway.
-        String::from_utf8(out.buf).map_err(|_| Error::Template("rendered prompt is not UTF-8".into()))
+        String::from_utf8(out.buf).map_err(|_| other(Error::Template("rendered prompt is not UTF-8".into())))
     }
 
     /// Text the template puts after an assistant message's content, e.g.
@@ -345,23 +406,39 @@ impl ChatTemplate {
         self.tool_format
     }
 
+    /// Replaces the limits each render runs under (memory, work, time); see [`TemplateLimits`].
+    pub fn set_limits(&mut self, limits: TemplateLimits) {
+        self.limits = limits;
+    }
+
+    pub fn limits(&self) -> TemplateLimits {
+        self.limits
+    }
+
     /// `Some(kind)` for built-in fallback templates.
     pub fn fallback_kind(&self) -> Option<FallbackKind> {
         self.fallback
     }
 
-    fn probe_turn_suffix(&self) -> Option<String> {
+    /// The turn suffix (see [`assistant_turn_suffix`](Self::assistant_turn_suffix)); an error
+    /// only when the template exceeds its limits on the probe.
+    fn probe_turn_suffix(&self) -> Result<Option<String>> {
         let one = [Message::user(PROBE_USER), Message::assistant(PROBE_ANSWER)];
         let two = [one[0].clone(), one[1].clone(), Message::user(PROBE_USER_2)];
-        let a = self.render(&one, false).ok()?;
-        let b = self.render(&two, false).ok()?;
+        let render = |messages: &[Message]| match self.render_budgeted(messages, &RenderOptions::default()) {
+            Ok(text) => Ok(Some(text)),
+            Err(RenderFailure::Budget(exceeded)) => Err(Error::Template(exceeded.to_string())),
+            // Templates may reject the probe (a required system message, say): no suffix then.
+            Err(RenderFailure::Other(_)) => Ok(None),
+        };
+        let (Some(a), Some(b)) = (render(&one)?, render(&two)?) else { return Ok(None) };
         let after = |s: &str| s.find(PROBE_ANSWER).map(|i| s[i + PROBE_ANSWER.len()..].to_owned());
-        let (a, b) = (after(&a)?, after(&b)?);
+        let (Some(a), Some(b)) = (after(&a), after(&b)) else { return Ok(None) };
         // The last turn may be followed by template-wide trailers, the middle one by
         // the next user turn; what both share is the turn's own closing text.
         let common = common_prefix_len(&a, &b);
         let suffix = &a[..common];
-        (!suffix.is_empty()).then(|| suffix.to_owned())
+        Ok((!suffix.is_empty()).then(|| suffix.to_owned()))
     }
 }
 
@@ -392,17 +469,16 @@ fn base_environment(bos_token: &str, eos_token: &str) -> Environment<'static> {
     env.set_unknown_method_callback(pymethods::call_method);
     // Bounds the work one render may do: a hostile template cannot spin forever.
     env.set_fuel(Some(TEMPLATE_FUEL));
+    sandbox::install(&mut env);
     env.add_filter("tojson", pyjson::tojson_filter);
-    env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", strftime::strftime_now);
     env.add_global("bos_token", bos_token.to_owned());
     env.add_global("eos_token", eos_token.to_owned());
     env
 }
 
-fn raise_exception(message: String) -> std::result::Result<Value, minijinja::Error> {
-    Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
-}
+/// Longest template error message kept (a template chooses its own error texts).
+const MAX_ERROR_MESSAGE: usize = 2048;
 
 fn template_error(e: minijinja::Error) -> Error {
     // Plain Display: kind, detail and location; never the debug dump of variables.
@@ -413,7 +489,21 @@ fn template_error(e: minijinja::Error) -> Error {
         msg.push_str(&s.to_string());
         source = s.source();
     }
+    if msg.len() > MAX_ERROR_MESSAGE {
+        let mut end = MAX_ERROR_MESSAGE;
+        while !msg.is_char_boundary(end) {
+            end -= 1;
+        }
+        msg.truncate(end);
+        msg.push_str("...");
+    }
     Error::Template(msg)
+}
+
+/// Why a render failed: over one of its budgets, or anything else.
+enum RenderFailure {
+    Budget(sandbox::Exceeded),
+    Other(Error),
 }
 
 /// Collects output and refuses to grow past `limit` bytes.

@@ -12,6 +12,8 @@ const MAX_DEPTH: usize = 128;
 /// Prints `None`/`True`/`False`, floats, lists and dicts as Python's `str()`
 /// does; everything else as minijinja does.
 pub(super) fn python_formatter(out: &mut Output, state: &State, value: &Value) -> Result<(), Error> {
+    // What is written may be captured (`{% set %}` blocks, macro calls) and built upon.
+    super::sandbox::charge(super::sandbox::size_of(value), 1)?;
     match value.kind() {
         ValueKind::None | ValueKind::Bool | ValueKind::Seq | ValueKind::Map => {
             let mut s = String::new();
@@ -138,6 +140,8 @@ pub(super) fn float_repr(f: f64, json: bool) -> String {
 }
 
 struct JsonStyle {
+    /// Output bytes allowed before the render's memory budget is gone.
+    limit: usize,
     ensure_ascii: bool,
     indent: Option<String>,
     item_sep: String,
@@ -177,25 +181,39 @@ pub(super) fn tojson_filter(value: &Value, ensure_ascii: Option<bool>, kwargs: K
     };
     let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false);
     kwargs.assert_all_used()?;
-    let style = JsonStyle { ensure_ascii, indent, item_sep, key_sep, sort_keys };
+    let limit = super::sandbox::memory_left();
+    let style = JsonStyle { limit, ensure_ascii, indent, item_sep, key_sep, sort_keys };
     let mut out = String::new();
     write_json(&mut out, value, &style, 0)?;
+    super::sandbox::charge(out.len(), out.len() as u64)?;
     Ok(Value::from_safe_string(out))
 }
 
-fn newline(out: &mut String, style: &JsonStyle, level: usize) {
+fn newline(out: &mut String, style: &JsonStyle, level: usize) -> Result<(), Error> {
     if let Some(indent) = &style.indent {
         out.push('\n');
         for _ in 0..level {
+            over_limit(out, style)?;
             out.push_str(indent);
         }
     }
+    Ok(())
+}
+
+/// Refuses output past what the render's memory budget has left (an indent or separator can
+/// be a long string, repeated for every line).
+fn over_limit(out: &str, style: &JsonStyle) -> Result<(), Error> {
+    if out.len() > style.limit {
+        return Err(Error::new(ErrorKind::InvalidOperation, "tojson output exceeds the template's memory budget"));
+    }
+    Ok(())
 }
 
 fn write_json(out: &mut String, value: &Value, style: &JsonStyle, depth: usize) -> Result<(), Error> {
     if depth > MAX_DEPTH {
         return Err(Error::new(ErrorKind::InvalidOperation, "value nested too deeply for tojson"));
     }
+    over_limit(out, style)?;
     match value.kind() {
         ValueKind::None => out.push_str("null"),
         ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
@@ -213,10 +231,10 @@ fn write_json(out: &mut String, value: &Value, style: &JsonStyle, depth: usize) 
                 if i > 0 {
                     out.push_str(&style.item_sep);
                 }
-                newline(out, style, depth + 1);
+                newline(out, style, depth + 1)?;
                 write_json(out, item, style, depth + 1)?;
             }
-            newline(out, style, depth);
+            newline(out, style, depth)?;
             out.push(']');
         }
         ValueKind::Map => {
@@ -236,12 +254,12 @@ fn write_json(out: &mut String, value: &Value, style: &JsonStyle, depth: usize) 
                 if i > 0 {
                     out.push_str(&style.item_sep);
                 }
-                newline(out, style, depth + 1);
+                newline(out, style, depth + 1)?;
                 json_str(out, key, style.ensure_ascii);
                 out.push_str(&style.key_sep);
                 write_json(out, item, style, depth + 1)?;
             }
-            newline(out, style, depth);
+            newline(out, style, depth)?;
             out.push('}');
         }
         kind => {

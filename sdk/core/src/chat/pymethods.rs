@@ -69,11 +69,19 @@ fn type_error(name: &str, expected: &str) -> Error {
 }
 
 pub(super) fn call_method(state: &State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {
-    match value.kind() {
-        ValueKind::String => str_method(state, value, method, args),
-        ValueKind::Map => map_method(state, value, method, args),
-        _ => Err(Error::from(ErrorKind::UnknownMethod)),
-    }
+    let rv = match value.kind() {
+        ValueKind::String => {
+            super::sandbox::charge_method(value.as_str().unwrap_or_default(), method, args)?;
+            str_method(state, value, method, args)?
+        }
+        ValueKind::Map => {
+            super::sandbox::charge(0, value.len().unwrap_or(0) as u64 + 1)?;
+            map_method(state, value, method, args)?
+        }
+        _ => return Err(Error::from(ErrorKind::UnknownMethod)),
+    };
+    super::sandbox::charge(super::sandbox::size_of(&rv), 0)?;
+    Ok(rv)
 }
 
 fn str_method(state: &State, value: &Value, method: &str, args: &[Value]) -> Result<Value, Error> {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::chat::{Message, Role};
+use crate::chat::{contents, Message, Role};
 use crate::constrain::{CompiledGrammar, Grammar};
 use crate::energy::control::PhaseTracker;
 use crate::energy::{EnergyStats, Phase};
@@ -44,6 +44,12 @@ pub struct SessionOptions {
     /// Speculative decoding: drafts from the context verified several tokens per pass
     /// (automatic by default; see [`crate::speculative`]).
     pub speculation: SpeculationOptions,
+    /// Let control-token text inside message contents (`<|im_end|>`, `<start_of_turn>`, ...)
+    /// become control tokens. Off by default: only the template's own markup is parsed, and a
+    /// pasted or received text that spells a control token stays text, so it cannot end a turn
+    /// or open a system one. Turn it on only for contents the app writes itself and means as
+    /// markup.
+    pub control_tokens_in_messages: bool,
 }
 
 impl Default for SessionOptions {
@@ -56,6 +62,7 @@ impl Default for SessionOptions {
             context_length: None,
             ignore_eos: false,
             speculation: SpeculationOptions::default(),
+            control_tokens_in_messages: false,
         }
     }
 }
@@ -285,24 +292,49 @@ impl Session {
     }
 
     fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
+        let ids = self.prompt_ids(&message)?;
+        self.check_fits(ids.len())?;
+        self.messages.push(message);
+        self.start(ids, true)
+    }
+
+    /// The token ids sending `message` now would prefill: the whole conversation rendered by the
+    /// chat template, its markup with special tokens parsed and message contents as text (unless
+    /// [`SessionOptions::control_tokens_in_messages`]).
+    pub fn prompt_ids(&self, message: &Message) -> Result<Vec<u32>> {
         let mut conversation = Vec::with_capacity(self.messages.len() + 2);
         if let Some(sys) = &self.opts.system_prompt {
             conversation.push(Message { role: Role::System, content: sys.clone() });
         }
         conversation.extend(self.messages.iter().cloned());
         conversation.push(message.clone());
-        let rendered = match &self.tools {
-            Some(tools) => tools.render(self.engine.chat_template(), &conversation)?,
-            None => self.engine.chat_template().render(&conversation, true)?,
+        self.chat_prompt(&conversation)
+    }
+
+    fn chat_prompt(&self, conversation: &[Message]) -> Result<Vec<u32>> {
+        let template = self.engine.chat_template();
+        let render = |messages: &[Message]| match &self.tools {
+            Some(tools) => tools.render(template, messages),
+            None => template.render(messages, true),
         };
+        let rendered = render(conversation)?;
         let tok = self.engine.tokenizer();
         // Templates that print the BOS text themselves must not get a second one.
-        let bos_text = self.engine.chat_template().bos_token();
+        let bos_text = template.bos_token();
         let add_bos = tok.add_bos_default() && (bos_text.is_empty() || !rendered.starts_with(bos_text));
-        let ids = tok.encode(&rendered, add_bos, true)?;
-        self.check_fits(ids.len())?;
-        self.messages.push(message);
-        self.start(ids, true)
+        let guarded = |m: &Message| tok.contains_control_text(&m.content);
+        if self.opts.control_tokens_in_messages || !conversation.iter().any(guarded) {
+            return tok.encode(&rendered, add_bos, true);
+        }
+        // Where the template put the contents that spell control tokens: those stay text.
+        let (probe, _) = contents::with_placeholders(conversation, guarded);
+        let skeleton = render(&probe)?;
+        let plain = contents::content_ranges(&rendered, &skeleton, conversation).ok_or_else(|| {
+            Error::Template(
+                "a message spells a control token and the template changes it, so it cannot be kept as text".into(),
+            )
+        })?;
+        tok.encode_with_plain_ranges(&rendered, add_bos, &plain)
     }
 
     /// Continues raw text (no chat template; special-token text is not parsed).

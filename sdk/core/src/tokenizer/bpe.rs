@@ -1,5 +1,7 @@
-//! Byte-level BPE (`tokenizer.ggml.model = "gpt2"`): GPT-2 byte-to-unicode mapping, merges
-//! ranked by their position in `tokenizer.ggml.merges`, merged lowest rank first.
+//! BPE with merges ranked by their position in `tokenizer.ggml.merges`, merged lowest rank
+//! first. Byte-level (`tokenizer.ggml.model = "gpt2"`): words are GPT-2 byte-to-unicode mapped
+//! bytes. Character-level (`gemma4`, SentencePiece-style): spaces become U+2581, symbols are
+//! UTF-8 characters, and a piece with no token falls back to `<0xXX>` byte tokens.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -56,14 +58,28 @@ pub(super) fn unmap_bytes(text: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// How a BPE vocabulary writes text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Alphabet {
+    /// GPT-2's byte-to-unicode characters, one per byte.
+    Bytes,
+    /// Raw UTF-8 with spaces as U+2581, `<0xXX>` tokens for bytes without a token.
+    Chars,
+}
+
 pub(super) struct Bpe {
     pre: PreTokenizer,
+    pub(super) alphabet: Alphabet,
     /// Take a word that is itself a token as is, without merging (llama3-style vocabularies).
     ignore_merges: bool,
     /// (left id, right id) packed -> (rank, merged id).
     merges: PairMap,
-    /// Symbol id of each byte's mapped character.
+    /// Symbol id of each byte's mapped character (byte alphabet).
     byte_sym: [u32; 256],
+    /// The `<0xXX>` token of each byte, `NONE` where the vocabulary lacks it (char alphabet).
+    byte_token: [u32; 256],
+    /// Merge parts that are not tokens, by text: their ids past the vocabulary.
+    extra: HashMap<Box<[u8]>, u32>,
 }
 
 /// The id of a string that takes part in merges but is not a token: appended to the arena
@@ -81,7 +97,13 @@ fn intern_extra(vocab: &mut Vocab, extra: &mut HashMap<Box<[u8]>, u32>, s: &[u8]
 impl Bpe {
     /// Reads the merges. Strings that take part in merges but are not in the vocabulary get
     /// ids past its end (appended to the arena), so merging works on ids alone.
-    pub(super) fn load(file: &GgufFile, vocab: &mut Vocab, pre: PreTokenizer, ignore_merges: bool) -> Result<Bpe> {
+    pub(super) fn load(
+        file: &GgufFile,
+        vocab: &mut Vocab,
+        pre: PreTokenizer,
+        alphabet: Alphabet,
+        ignore_merges: bool,
+    ) -> Result<Bpe> {
         const KEY: &str = "tokenizer.ggml.merges";
         let arr = file.get_array(KEY)?;
         let strings = arr.strings(file.bytes()).ok_or_else(|| Error::MetadataType {
@@ -152,31 +174,58 @@ impl Bpe {
             merges.insert_many(&entries);
         }
 
-        let mut byte_sym = [0u32; 256];
-        for (b, slot) in byte_sym.iter_mut().enumerate() {
-            let c = char::from_u32(BYTE_TO_CHAR[b] as u32).unwrap_or('\u{FFFD}');
-            let mut buf = [0u8; 4];
-            let s = c.encode_utf8(&mut buf).as_bytes();
-            *slot = match vocab.index.get(&vocab.arena, s) {
-                Some(id) => id,
-                None => intern_extra(vocab, &mut extra, s)?,
-            };
+        let mut byte_sym = [NONE; 256];
+        let mut byte_token = [NONE; 256];
+        match alphabet {
+            Alphabet::Bytes => {
+                for (b, slot) in byte_sym.iter_mut().enumerate() {
+                    let c = char::from_u32(BYTE_TO_CHAR[b] as u32).unwrap_or('\u{FFFD}');
+                    let mut buf = [0u8; 4];
+                    let s = c.encode_utf8(&mut buf).as_bytes();
+                    *slot = match vocab.index.get(&vocab.arena, s) {
+                        Some(id) => id,
+                        None => intern_extra(vocab, &mut extra, s)?,
+                    };
+                }
+            }
+            Alphabet::Chars => {
+                for (b, slot) in byte_token.iter_mut().enumerate() {
+                    *slot = vocab.index.get(&vocab.arena, format!("<0x{b:02X}>").as_bytes()).unwrap_or(NONE);
+                }
+            }
         }
-        Ok(Bpe { pre, ignore_merges, merges, byte_sym })
+        Ok(Bpe { pre, alphabet, ignore_merges, merges, byte_sym, byte_token, extra })
+    }
+
+    /// The symbol id of one character's text (char alphabet): a token, a merge part, or `NONE`.
+    fn char_sym(&self, vocab: &Vocab, text: &[u8]) -> u32 {
+        vocab.index.get(&vocab.arena, text).or_else(|| self.extra.get(text).copied()).unwrap_or(NONE)
     }
 
     /// Tokenizes plain text (no special tokens in it) onto `out`.
     pub(super) fn encode(&self, vocab: &Vocab, text: &str, s: &mut BpeScratch, out: &mut Vec<u32>) {
+        let mut escaped = std::mem::take(&mut s.escaped);
+        let text = match self.alphabet {
+            Alphabet::Bytes => text,
+            Alphabet::Chars => {
+                escaped.clear();
+                super::spm::escape_spaces(text, &mut escaped);
+                escaped.as_str()
+            }
+        };
         s.words.clear();
         self.pre.split(text, &mut s.split, &mut s.words);
         for i in 0..s.words.len() {
             let (a, b) = s.words[i];
             self.encode_word(vocab, &text.as_bytes()[a..b], s, out);
         }
+        s.escaped = escaped;
     }
 
     fn encode_word(&self, vocab: &Vocab, word: &[u8], s: &mut BpeScratch, out: &mut Vec<u32>) {
-        let n_vocab = vocab.n as u32;
+        if self.alphabet == Alphabet::Chars {
+            return self.encode_chars(vocab, word, s, out);
+        }
         if self.ignore_merges {
             s.mapped.clear();
             for &b in word {
@@ -188,17 +237,78 @@ impl Bpe {
             }
         }
 
-        let syms = &mut s.syms;
-        syms.clear();
-        let n = word.len();
+        s.syms.clear();
         for (i, &b) in word.iter().enumerate() {
-            syms.push(Sym {
+            s.syms.push(Sym {
                 id: self.byte_sym[b as usize],
                 start: i as u32,
                 end: i as u32 + 1,
-                prev: if i == 0 { NONE } else { i as u32 - 1 },
-                next: if i + 1 < n { i as u32 + 1 } else { NONE },
+                prev: NONE,
+                next: NONE,
             });
+        }
+        self.merge(s);
+        let n_vocab = vocab.n as u32;
+        let mut i = 0u32;
+        while i != NONE && (i as usize) < s.syms.len() {
+            let sym = s.syms[i as usize];
+            if sym.id < n_vocab {
+                out.push(sym.id);
+            } else {
+                // A merge result missing from the vocabulary: fall back to its bytes.
+                for &b in &word[sym.start as usize..sym.end as usize] {
+                    let id = self.byte_sym[b as usize];
+                    if id < n_vocab {
+                        out.push(id);
+                    }
+                }
+            }
+            i = sym.next;
+        }
+    }
+
+    /// A word of the char alphabet: a run of newlines that is a token stays whole (as llama.cpp
+    /// does for Gemma 4), else characters merged; pieces without a token become byte tokens.
+    fn encode_chars(&self, vocab: &Vocab, word: &[u8], s: &mut BpeScratch, out: &mut Vec<u32>) {
+        let n_vocab = vocab.n as u32;
+        if word.iter().all(|&b| b == b'\n') {
+            if let Some(id) = vocab.index.get(&vocab.arena, word) {
+                out.push(id);
+                return;
+            }
+        }
+        s.syms.clear();
+        let Ok(text) = std::str::from_utf8(word) else { return };
+        for (i, c) in text.char_indices() {
+            let end = i + c.len_utf8();
+            let id = self.char_sym(vocab, &word[i..end]);
+            s.syms.push(Sym { id, start: i as u32, end: end as u32, prev: NONE, next: NONE });
+        }
+        self.merge(s);
+        let mut i = 0u32;
+        while i != NONE && (i as usize) < s.syms.len() {
+            let sym = s.syms[i as usize];
+            if sym.id < n_vocab {
+                out.push(sym.id);
+            } else {
+                for &b in &word[sym.start as usize..sym.end as usize] {
+                    let id = self.byte_token[b as usize];
+                    if id != NONE {
+                        out.push(id);
+                    }
+                }
+            }
+            i = sym.next;
+        }
+    }
+
+    /// Links `s.syms` into a chain and merges pairs lowest rank first, then leftmost.
+    fn merge(&self, s: &mut BpeScratch) {
+        let syms = &mut s.syms;
+        let n = syms.len();
+        for (i, sym) in syms.iter_mut().enumerate() {
+            sym.prev = if i == 0 { NONE } else { i as u32 - 1 };
+            sym.next = if i + 1 < n { i as u32 + 1 } else { NONE };
         }
         let heap = &mut s.heap;
         heap.clear();
@@ -231,28 +341,15 @@ impl Bpe {
                 self.push_pair(syms, heap, l, rs.next);
             }
         }
-
-        let mut i = 0u32;
-        while i != NONE && (i as usize) < syms.len() {
-            let sym = syms[i as usize];
-            if sym.id < n_vocab {
-                out.push(sym.id);
-            } else {
-                // A merge result missing from the vocabulary: fall back to its bytes.
-                for &b in &word[sym.start as usize..sym.end as usize] {
-                    let id = self.byte_sym[b as usize];
-                    if id < n_vocab {
-                        out.push(id);
-                    }
-                }
-            }
-            i = sym.next;
-        }
     }
 
     #[inline]
     fn push_pair(&self, syms: &[Sym], heap: &mut BinaryHeap<Reverse<Cand>>, l: u32, r: u32) {
         let (left_id, right_id) = (syms[l as usize].id, syms[r as usize].id);
+        // A character with no id takes part in no merge (and NONE pairs are the table's empty key).
+        if left_id == NONE || right_id == NONE {
+            return;
+        }
         if let Some((rank, merged)) = self.merges.get(pack(left_id, right_id)) {
             heap.push(Reverse(Cand { key: (rank as u64) << 32 | l as u64, left_id, right_id, merged }));
         }
@@ -294,6 +391,8 @@ pub(super) struct BpeScratch {
     syms: Vec<Sym>,
     heap: BinaryHeap<Reverse<Cand>>,
     mapped: String,
+    /// The text with spaces escaped (char alphabet).
+    escaped: String,
 }
 
 #[cfg(test)]

@@ -7,11 +7,19 @@
 //! are cut out of the text even when special parsing is off, and tokens that end generation
 //! by their text (such as `</s>` in Qwen's vocabulary) count as control tokens.
 //!
+//! Three families of vocabularies: SentencePiece (`llama`: Llama 2, Phi-3, Gemma 3), byte-level
+//! BPE (`gpt2`, with the pre-tokenizer `tokenizer.ggml.pre` names: Llama 3, Qwen 2/3/3.5,
+//! SmolLM, GPT-2, ...) and SentencePiece-style BPE over characters (`gemma4`). Each is held to
+//! llama.cpp's own tokenizer tests (`tests/vocab.rs`).
+//!
 //! Known differences from llama.cpp, none of which the supported models exercise:
 //! - an unknown `tokenizer.ggml.pre` (and `default`) uses the GPT-2 pattern instead of
 //!   failing to load (llama.cpp rejects unknown values; its `default` chains four regexes);
-//! - per-model LSTRIP/RSTRIP token attributes (phi-3, jina) and `clean_spaces` detokenization
-//!   are not applied; decoding never strips a leading space;
+//! - of the per-model token attributes llama.cpp sets by name, only Phi-3's RSTRIP is applied
+//!   (not jina's or modern-bert's `<mask>` LSTRIP); `clean_spaces` detokenization is not
+//!   applied; decoding never strips a leading space;
+//! - unassigned code points count as punctuation in the pre-tokenizers, where llama.cpp's
+//!   flags leave them in no class;
 //! - a BPE merge result missing from the vocabulary falls back to the byte tokens of its
 //!   text, where llama.cpp looks up single bytes of the mapped text (dropping most of them);
 //! - duplicate vocabulary texts resolve to the first id (llama.cpp refuses the file).
@@ -28,7 +36,7 @@ pub use stream::StreamDecoder;
 
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use bpe::{Bpe, BpeScratch};
+use bpe::{Alphabet, Bpe, BpeScratch};
 use pretok::PreTokenizer;
 use special::{Fragment, SpecialMatcher};
 use spm::{Spm, SpmScratch};
@@ -42,6 +50,10 @@ pub(crate) mod attr {
     pub const CONTROL: u16 = 1 << 3;
     pub const USER_DEFINED: u16 = 1 << 4;
     pub const BYTE: u16 = 1 << 5;
+    /// Whitespace before the token's text is dropped when the text is cut out of the input.
+    pub const LSTRIP: u16 = 1 << 7;
+    /// Whitespace after it is dropped.
+    pub const RSTRIP: u16 = 1 << 8;
 
     /// From `tokenizer.ggml.token_type` (1 normal, 2 unknown, 3 control, 4 user-defined,
     /// 5 unused, 6 byte; anything else undefined, which decodes to nothing).
@@ -181,6 +193,34 @@ const EOG_TEXTS: &[&str] = &[
 /// Structure tokens some vocabularies mark as control although they must print (gpt-oss).
 const ALWAYS_PRINTED_TEXTS: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
 
+/// Whitespace stripping around special tokens, which GGUF files do not store: llama.cpp sets it
+/// by model name, as the Hugging Face tokenizers of those models do (Phi-3: `<|user|>\n` is
+/// `<|user|>`).
+fn strip_attributes(file: &GgufFile, vocab: &Vocab, attrs: &mut [u16]) -> Result<()> {
+    let name = match file.get("general.name") {
+        Some(_) => file.get_str("general.name")?.to_lowercase(),
+        None => return Ok(()),
+    };
+    if name.contains("phi-3") || name.contains("phi3") {
+        for a in attrs.iter_mut() {
+            if *a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+                *a |= attr::RSTRIP;
+            }
+        }
+        let mut set = |text: &str, on: bool| {
+            if let Some(id) = vocab.index.get(&vocab.arena, text.as_bytes()) {
+                let a = &mut attrs[id as usize];
+                *a = if on { *a | attr::RSTRIP } else { *a & !attr::RSTRIP };
+            }
+        };
+        set("</s>", true);
+        for text in ["<unk>", "<s>", "<|endoftext|>"] {
+            set(text, false);
+        }
+    }
+    Ok(())
+}
+
 /// The end-of-generation ids, adjusting `attrs` on the way as llama.cpp does.
 fn end_of_generation(file: &GgufFile, vocab: &Vocab, attrs: &mut [u16], eos: Option<u32>) -> Result<Vec<u32>> {
     let n = vocab.n;
@@ -240,11 +280,15 @@ fn end_of_generation(file: &GgufFile, vocab: &Vocab, attrs: &mut [u16], eos: Opt
 impl Tokenizer {
     pub fn from_gguf(file: &GgufFile) -> Result<Tokenizer> {
         let model_name = file.get_str("tokenizer.ggml.model")?;
-        let is_spm = match model_name {
-            "llama" => true,
-            "gpt2" => false,
+        let (is_spm, alphabet) = match model_name {
+            "llama" => (true, Alphabet::Bytes),
+            "gpt2" => (false, Alphabet::Bytes),
+            // SentencePiece-style BPE: merges over characters, spaces as U+2581.
+            "gemma4" => (false, Alphabet::Chars),
             other => {
-                return Err(Error::Tokenizer(format!("unsupported tokenizer model `{other}` (supported: gpt2, llama)")))
+                return Err(Error::Tokenizer(format!(
+                    "unsupported tokenizer model `{other}` (supported: gpt2, llama, gemma4)"
+                )))
             }
         };
 
@@ -267,11 +311,13 @@ impl Tokenizer {
         let eog = end_of_generation(file, &vocab, &mut attrs, eos)?;
 
         let pre = match file.get("tokenizer.ggml.pre") {
+            // llama.cpp ignores the key for Gemma 4's model.
+            _ if alphabet == Alphabet::Chars => Some(PreTokenizer::Lines),
             Some(_) => PreTokenizer::from_name(file.get_str("tokenizer.ggml.pre")?),
             None => None,
         };
         // llama3-style vocabularies start prompts with BOS by default, as in llama.cpp.
-        let llama3 = !is_spm && pre == Some(PreTokenizer::Llama3 { max_digits: 3 });
+        let llama3 = !is_spm && matches!(pre, Some(PreTokenizer::Llama3 { max_digits: 3, .. }));
         let model = if is_spm {
             let scores = read_scores(file, n)?;
             let add_space_prefix = opt_bool(file, "tokenizer.ggml.add_space_prefix")?.unwrap_or(true);
@@ -280,9 +326,14 @@ impl Tokenizer {
             // Unknown or missing `pre`: the plain GPT-2 pattern, the common ancestor of all
             // byte-level pre-tokenizers (a best effort; ids may differ from the model's own).
             let pre = pre.unwrap_or(PreTokenizer::Gpt2);
-            Model::Bpe(Box::new(Bpe::load(file, &mut vocab, pre, llama3)?))
+            Model::Bpe(Box::new(Bpe::load(file, &mut vocab, pre, alphabet, llama3)?))
         };
-        let add_bos = opt_bool(file, "tokenizer.ggml.add_bos_token")?.unwrap_or(is_spm || llama3);
+        let add_bos = match alphabet {
+            // llama.cpp always starts Gemma 4 prompts with BOS, whatever the file says.
+            Alphabet::Chars => true,
+            Alphabet::Bytes => opt_bool(file, "tokenizer.ggml.add_bos_token")?.unwrap_or(is_spm || llama3),
+        };
+        strip_attributes(file, &vocab, &mut attrs)?;
 
         let special = SpecialMatcher::new(&vocab.arena, &attrs);
         Ok(Tokenizer { vocab, attrs, model, special, bos, eos, add_bos, eog })
@@ -293,11 +344,47 @@ impl Tokenizer {
     /// `<|im_start|>` into their ids (user-defined tokens are matched either way, as llama.cpp
     /// does), otherwise they are tokenized as plain text.
     pub fn encode(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<u32>> {
+        self.encode_parts(text, add_bos, parse_special, &[])
+    }
+
+    /// [`encode`](Self::encode) with special tokens parsed except inside the byte ranges of
+    /// `plain` (sorted, not overlapping), whose control-token texts stay text: a rendered chat
+    /// prompt whose markup is control tokens and whose message contents are the user's words.
+    /// Everything else tokenizes as `encode(text, add_bos, true)` does.
+    pub fn encode_with_plain_ranges(
+        &self,
+        text: &str,
+        add_bos: bool,
+        plain: &[std::ops::Range<usize>],
+    ) -> Result<Vec<u32>> {
+        let ordered = plain.windows(2).all(|w| w[0].end <= w[1].start);
+        if !ordered || plain.last().is_some_and(|r| r.end > text.len() || r.start > r.end) {
+            return Err(Error::InvalidOption("plain ranges must be sorted, disjoint and inside the text".into()));
+        }
+        self.encode_parts(text, add_bos, true, plain)
+    }
+
+    /// Whether `text` holds the text of a control token that special parsing would turn into
+    /// its id (`<|im_start|>`, `<end_of_turn>`, ...).
+    pub fn contains_control_text(&self, text: &str) -> bool {
+        self.special
+            .partition(&self.vocab, &self.attrs, text, true, &[])
+            .iter()
+            .any(|f| matches!(f, Fragment::Token(id) if special::needs_parsing(self.attr(*id))))
+    }
+
+    fn encode_parts(
+        &self,
+        text: &str,
+        add_bos: bool,
+        parse_special: bool,
+        plain: &[std::ops::Range<usize>],
+    ) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_bos {
             out.push(self.bos.ok_or_else(|| Error::Tokenizer("BOS requested but the model has no BOS token".into()))?);
         }
-        let fragments = self.special.partition(&self.vocab, &self.attrs, text, parse_special);
+        let fragments = self.special.partition(&self.vocab, &self.attrs, text, parse_special, plain);
         match &self.model {
             Model::Bpe(bpe) => {
                 let mut scratch = BpeScratch::default();
@@ -394,6 +481,7 @@ impl Tokenizer {
             out.extend_from_slice(text.as_bytes());
         } else if a & attr::NORMAL != 0 {
             match self.model {
+                Model::Bpe(ref bpe) if bpe.alphabet == Alphabet::Chars => spm::unescape_spaces(text, out),
                 Model::Bpe(_) => bpe::unmap_bytes(text, out),
                 Model::Spm(_) => spm::unescape_spaces(text, out),
             }

@@ -5,7 +5,7 @@
 //! functions: an ordered alternation tried at each position, first alternative that matches
 //! wins. Text outside any match becomes a word of its own, as in llama.cpp.
 
-use super::unicode::{class_of, LETTER_FLAG, NUMBER_FLAG, OTHER_FLAG, SPACE_FLAG};
+use super::unicode::{class_of, LETTER_FLAG, MARK_FLAG, NUMBER_FLAG, OTHER_FLAG, SPACE_FLAG};
 
 /// Past the end of the current piece: matches no class, like llama.cpp's `OUT_OF_RANGE`.
 const OUT: u8 = 0;
@@ -17,8 +17,12 @@ pub(super) enum PreTokenizer {
     /// `\p{N}` isolated first, then the GPT-2 pattern on the pieces between (smollm, starcoder).
     DigitsThenGpt2,
     /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-    /// with D = 1 (qwen2) or 3 (llama3).
-    Llama3 { max_digits: usize },
+    /// with D = 1 (qwen2) or 3 (llama3). With `marks` (qwen35) combining marks join letter
+    /// runs: `[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+` and ` ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*`.
+    Llama3 { max_digits: usize, marks: bool },
+    /// `[^\n]+|[\n]+`: runs of line breaks apart from the rest (Gemma 4, whose merges then run
+    /// over whole lines).
+    Lines,
 }
 
 impl PreTokenizer {
@@ -32,10 +36,12 @@ impl PreTokenizer {
                 PreTokenizer::DigitsThenGpt2
             }
             "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "megrez" | "hunyuan" | "grok-2" | "kormo" => {
-                PreTokenizer::Llama3 { max_digits: 1 }
+                PreTokenizer::Llama3 { max_digits: 1, marks: false }
             }
+            "qwen35" => PreTokenizer::Llama3 { max_digits: 1, marks: true },
+            "gemma4" => PreTokenizer::Lines,
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "pixtral" | "dbrx" | "smaug-bpe" | "chatglm-bpe"
-            | "glm4" | "lfm2" => PreTokenizer::Llama3 { max_digits: 3 },
+            | "glm4" | "lfm2" => PreTokenizer::Llama3 { max_digits: 3, marks: false },
             _ => return None,
         })
     }
@@ -47,10 +53,13 @@ impl PreTokenizer {
         offs.clear();
         cls.clear();
         ends.clear();
+        // Only the qwen35 pattern tells marks apart; for the others they are "other".
+        let marks = matches!(self, PreTokenizer::Llama3 { marks: true, .. });
         for (i, c) in text.char_indices() {
             chars.push(c);
             offs.push(i);
-            cls.push(class_of(c));
+            let class = class_of(c);
+            cls.push(if class == MARK_FLAG && !marks { OTHER_FLAG } else { class });
         }
         offs.push(text.len());
         let n = chars.len();
@@ -70,7 +79,15 @@ impl PreTokenizer {
                 }
                 p.gpt2(start, n, ends);
             }
-            PreTokenizer::Llama3 { max_digits } => p.llama3(0, n, max_digits, ends),
+            PreTokenizer::Llama3 { max_digits, .. } => p.llama3(0, n, max_digits, ends),
+            PreTokenizer::Lines => {
+                for i in 1..n {
+                    if (chars[i] == '\n') != (chars[i - 1] == '\n') {
+                        ends.push(i);
+                    }
+                }
+                ends.push(n);
+            }
         }
         let mut prev = 0;
         for &e in ends.iter() {
@@ -168,10 +185,12 @@ impl Piece<'_> {
                     continue;
                 }
             }
-            // `[^\r\n\p{L}\p{N}]?\p{L}+`
-            if f == LETTER_FLAG || (f != NUMBER_FLAG && !is_rn(c) && cls(pos + 1) == LETTER_FLAG) {
+            // `[^\r\n\p{L}\p{N}]?\p{L}+` (marks count as letters when the splitter keeps them apart:
+            // with other patterns no character has MARK_FLAG)
+            let letter = |class: u8| class == LETTER_FLAG || class == MARK_FLAG;
+            if letter(f) || (f != NUMBER_FLAG && !is_rn(c) && letter(cls(pos + 1))) {
                 pos += 1;
-                while cls(pos) == LETTER_FLAG {
+                while letter(cls(pos)) {
                     pos += 1;
                 }
                 ends.push(pos);
@@ -253,13 +272,29 @@ mod tests {
 
     #[test]
     fn qwen2_words() {
-        let p = PreTokenizer::Llama3 { max_digits: 1 };
+        let p = PreTokenizer::Llama3 { max_digits: 1, marks: false };
         assert_eq!(words(p, "Hello  world\n\nNew.\tTab"), ["Hello", " ", " world", "\n\n", "New", ".", "\tTab"]);
         assert_eq!(words(p, "I'LL 123"), ["I", "'LL", " ", "1", "2", "3"]);
         assert_eq!(words(p, "x  \n  \n  y"), ["x", "  \n  \n", " ", " y"]);
         assert_eq!(words(p, "(≈12.5%)!\n"), ["(≈", "1", "2", ".", "5", "%)!\n"]);
         assert_eq!(words(p, "end  "), ["end", "  "]);
-        let p3 = PreTokenizer::Llama3 { max_digits: 3 };
+        let p3 = PreTokenizer::Llama3 { max_digits: 3, marks: false };
         assert_eq!(words(p3, "1234567"), ["123", "456", "7"]);
+    }
+
+    #[test]
+    fn lines() {
+        assert_eq!(words(PreTokenizer::Lines, "a b\n\nc\n"), ["a b", "\n\n", "c", "\n"]);
+        assert_eq!(words(PreTokenizer::Lines, "\n"), ["\n"]);
+    }
+
+    #[test]
+    fn qwen35_keeps_marks_with_letters() {
+        let p = PreTokenizer::Llama3 { max_digits: 1, marks: true };
+        // U+17CB is a Khmer sign (a mark): part of the word, where qwen2 splits it off.
+        assert_eq!(words(p, "កាន\u{17CB}តែ y'all"), ["កាន\u{17CB}តែ", " y", "'all"]);
+        assert_eq!(words(p, "a\u{0301}!\u{0301}"), ["a\u{0301}", "!\u{0301}"]);
+        let q = PreTokenizer::Llama3 { max_digits: 1, marks: false };
+        assert_eq!(words(q, "a\u{0301}!\u{0301}"), ["a", "\u{0301}!\u{0301}"]);
     }
 }

@@ -28,7 +28,12 @@ fn applies(a: u16, parse_special: bool) -> bool {
     let special = a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0;
     // Control and unknown tokens only with special parsing on; user-defined ones always,
     // as llama.cpp and HF tokenizers do.
-    special && (parse_special || a & (attr::CONTROL | attr::UNKNOWN) == 0)
+    special && (parse_special || !needs_parsing(a))
+}
+
+/// Whether a token is only matched with special parsing on (control and unknown tokens).
+pub(super) fn needs_parsing(a: u16) -> bool {
+    a & (attr::CONTROL | attr::UNKNOWN) != 0
 }
 
 /// Byte `k` of a text, below every byte when the text is shorter.
@@ -77,13 +82,16 @@ impl SpecialMatcher {
         }
     }
 
-    /// Splits `text` into plain-text fragments and special tokens, in order.
+    /// Splits `text` into plain-text fragments and special tokens, in order. Inside the byte
+    /// ranges of `plain` (sorted, not overlapping) control-token texts stay text, as with
+    /// `parse_special` off.
     pub(super) fn partition<'t>(
         &self,
         vocab: &Vocab,
         attrs: &[u16],
         text: &'t str,
         parse_special: bool,
+        plain: &[std::ops::Range<usize>],
     ) -> Vec<Fragment<'t>> {
         let bytes = text.as_bytes();
         if text.is_empty() {
@@ -94,9 +102,16 @@ impl SpecialMatcher {
         }
         // Every occurrence of every applicable special text: (length, id, start).
         let mut occ: Vec<(u32, u32, usize)> = Vec::new();
+        // The plain range that ends after `pos`, if any; ranges are visited in order.
+        let mut next_plain = 0;
         for pos in 0..bytes.len() {
+            while next_plain < plain.len() && plain[next_plain].end <= pos {
+                next_plain += 1;
+            }
             self.prefixes_of(&vocab.arena, &bytes[pos..], |id, len| {
-                if applies(attrs[id as usize], parse_special) {
+                let a = attrs[id as usize];
+                let in_plain = plain.get(next_plain).is_some_and(|r| r.start < pos + len);
+                if applies(a, parse_special && !(in_plain && needs_parsing(a))) {
                     occ.push((len as u32, id, pos));
                 }
             });
@@ -120,17 +135,32 @@ impl SpecialMatcher {
 
         let mut out = Vec::with_capacity(taken.len() * 2 + 1);
         let mut prev = 0;
+        // Whether the last token strips the whitespace that follows it.
+        let mut rstrip = false;
         for (start, end, id) in taken {
             // Special texts are whole UTF-8 strings, so cuts fall on character boundaries.
-            if start > prev {
-                out.push(Fragment::Text(&text[prev..start]));
-            }
+            push_text(&mut out, &text[prev..start], rstrip, attrs[id as usize] & attr::LSTRIP != 0);
             out.push(Fragment::Token(id));
+            rstrip = attrs[id as usize] & attr::RSTRIP != 0;
             prev = end;
         }
-        if prev < text.len() {
-            out.push(Fragment::Text(&text[prev..]));
-        }
+        push_text(&mut out, &text[prev..], rstrip, false);
         out
+    }
+}
+
+/// Appends the text between two tokens, without the whitespace their LSTRIP/RSTRIP attributes
+/// remove (C `isspace`, as llama.cpp); nothing when no text is left.
+fn push_text<'t>(out: &mut Vec<Fragment<'t>>, text: &'t str, strip_start: bool, strip_end: bool) {
+    let is_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\x0B' | '\x0C' | '\r');
+    let mut t = text;
+    if strip_start {
+        t = t.trim_start_matches(is_space);
+    }
+    if strip_end {
+        t = t.trim_end_matches(is_space);
+    }
+    if !t.is_empty() {
+        out.push(Fragment::Text(t));
     }
 }

@@ -128,6 +128,7 @@ fn spm_space_prefix_after_specials() {
 }
 
 #[test]
+#[allow(clippy::single_range_in_vec_init)]
 fn special_partition_longest_first_and_user_defined() {
     let tok = spm_tokenizer(
         &[
@@ -158,6 +159,19 @@ fn special_partition_longest_first_and_user_defined() {
     assert_eq!(texts(&tok, &ids), ["<a>", "<a>"]);
     assert!(tok.is_control(tok.token_id("<a>").unwrap()));
     assert!(!tok.is_control(tok.token_id("<b>").unwrap()));
+
+    // Plain ranges keep control texts inside them as text, and only there.
+    let text = "<a>x<a>y<b><a>";
+    assert!(tok.contains_control_text(text));
+    assert!(!tok.contains_control_text("x<b>y"));
+    let ids = tok.encode_with_plain_ranges(text, false, &[4..11]).unwrap();
+    assert_eq!(texts(&tok, &ids), ["<a>", "x", "<0x3C>", "a", "<0x3E>", "y", "<b>", "<a>"]);
+    // A special text that only starts before a plain range still overlaps it.
+    let ids = tok.encode_with_plain_ranges("<a>", false, &[2..3]).unwrap();
+    assert_eq!(texts(&tok, &ids), ["<0x3C>", "a", "<0x3E>"]);
+    assert_eq!(tok.encode_with_plain_ranges(text, false, &[]).unwrap(), tok.encode(text, false, true).unwrap());
+    assert!(tok.encode_with_plain_ranges(text, false, &[4..6, 5..7]).is_err());
+    assert!(tok.encode_with_plain_ranges(text, false, &[4..99]).is_err());
 }
 
 /// A byte-level BPE vocabulary: the 256 byte characters, then `extra`, with `merges`.
