@@ -129,7 +129,7 @@ impl Engine {
             None => train_ctx.min(DEFAULT_CONTEXT_CAP),
         };
         let info = ModelInfo {
-            architecture: model.config.arch.name().to_owned(),
+            architecture: model.config.arch.to_owned(),
             name: file.get_str("general.name").unwrap_or("").to_owned(),
             n_params: model.n_params(),
             context_length,
