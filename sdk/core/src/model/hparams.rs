@@ -109,6 +109,14 @@ impl<'f> Hparams<'f> {
         }
     }
 
+    pub fn bool_or(&self, k: &str, default: bool) -> Result<bool> {
+        if self.has(k) {
+            self.f.get_bool(&self.key(k))
+        } else {
+            Ok(default)
+        }
+    }
+
     /// A count per layer: one value for all, or an array of one per layer (llama.cpp accepts
     /// either for widths and head counts). `default` applies when the key is absent.
     pub fn per_layer(&self, k: &str, default: Option<usize>) -> Result<Vec<usize>> {

@@ -1,5 +1,6 @@
 //! Llama 2 and 3.x, and the models that share its layout (SmolLM2, Mistral-style dense models):
-//! pre-norm attention with grouped-query heads, SwiGLU, RoPE on adjacent pairs.
+//! pre-norm attention with grouped-query heads, SwiGLU, RoPE on adjacent pairs. Llama 3.x
+//! divides the rotation frequencies by the factors of `rope_freqs.weight`.
 
 use crate::error::Result;
 
@@ -19,10 +20,15 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
     if rope.dims != head_dim {
         return Err(h.corrupt("rope.dimension_count", rope.dims, "differs from the head size"));
     }
+    let rope = rope.with_factors(h.f, "rope_freqs.weight")?;
+    let scale = h.f32_or("attention.scale", 0.0)?;
     let n_ff = h.per_layer("feed_forward_length", None)?;
     let mut layers: Vec<Box<dyn blocks::Layer>> = Vec::with_capacity(h.config.n_layer);
     for (il, (heads, &ff)) in h.heads()?.into_iter().zip(&n_ff).enumerate() {
-        let spec = AttentionSpec::new(heads);
+        let mut spec = AttentionSpec::new(heads);
+        if scale != 0.0 {
+            spec.scale = scale;
+        }
         layers.push(Box::new(Layer {
             attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
             attn: Attention::load(h, il, &spec)?,

@@ -3,8 +3,12 @@
 //! `general.architecture` name.
 
 mod gemma3;
+mod granite;
 mod llama;
+mod phi3;
 mod qwen2;
+mod qwen3;
+mod smollm3;
 
 use crate::error::{Error, Result};
 
@@ -17,7 +21,15 @@ use super::hparams::Hparams;
 type Loader = fn(&Hparams) -> Result<Arch>;
 
 /// Every architecture this crate runs.
-const ARCHITECTURES: &[(&str, Loader)] = &[("llama", llama::load), ("qwen2", qwen2::load), ("gemma3", gemma3::load)];
+const ARCHITECTURES: &[(&str, Loader)] = &[
+    ("llama", llama::load),
+    ("qwen2", qwen2::load),
+    ("gemma3", gemma3::load),
+    ("qwen3", qwen3::load),
+    ("smollm3", smollm3::load),
+    ("phi3", phi3::load),
+    ("granite", granite::load),
+];
 
 /// What a loader builds: the layers, and what surrounds them in the forward pass (the token
 /// embedding and the LM head are the same tensors for every architecture; `Model` loads them).

@@ -21,6 +21,8 @@ pub(crate) struct AttentionSpec {
     pub heads: HeadShape,
     /// Multiplies q·k (usually 1/√head_dim).
     pub scale: f32,
+    /// One `attn_qkv` tensor (rows q, then k, then v) instead of three.
+    pub fused_qkv: bool,
     /// Whether the q, k and v biases must be there (Qwen2); otherwise they are used if present.
     pub biases_required: bool,
     /// Per-head RMS norms of q and k (`attn_q_norm`, `attn_k_norm`) before the rotation.
@@ -35,6 +37,7 @@ impl AttentionSpec {
         AttentionSpec {
             heads,
             scale: 1.0 / (heads.head_dim as f32).sqrt(),
+            fused_qkv: false,
             biases_required: false,
             qk_norm: false,
             window: None,
@@ -65,11 +68,17 @@ impl Attention {
         let hs = spec.heads;
         let (qd, kvd) = (hs.q_dim(), hs.kv_dim());
         let name = |s: &str| format!("blk.{il}.{s}");
-        let (q, k, v) = (
-            Matrix::load(f, &name("attn_q.weight"), d, qd)?,
-            Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
-            Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
-        );
+        let (q, k, v) = if spec.fused_qkv {
+            let qkv = Matrix::load(f, &name("attn_qkv.weight"), d, qd + 2 * kvd)?;
+            let [q, k, v] = qkv.split(f, [qd, kvd, kvd])?;
+            (q, k, v)
+        } else {
+            (
+                Matrix::load(f, &name("attn_q.weight"), d, qd)?,
+                Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
+                Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
+            )
+        };
         let bias = |s: &str, len| match spec.biases_required {
             true => load_vector(f, &name(s), len).map(Some),
             false => load_optional_vector(f, &name(s), len),

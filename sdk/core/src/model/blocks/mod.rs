@@ -64,6 +64,12 @@ pub(crate) struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// The session's context length (its cache's capacity): some models rotate differently
+    /// past their original context (Phi-3's LongRoPE).
+    pub fn n_ctx(&self) -> usize {
+        self.kv.capacity()
+    }
+
     /// xb = norm(x): a block's input.
     pub fn norm(&mut self, w: &RmsNorm) {
         let len = self.n * self.d;
@@ -79,6 +85,14 @@ impl Pass<'_> {
     pub fn add_to_stream(&mut self) {
         let len = self.n * self.d;
         ops::add_inplace(&mut self.s.x[..len], &self.s.proj[..len]);
+    }
+
+    /// x += proj * scale (Granite's residual scale).
+    pub fn add_scaled_to_stream(&mut self, scale: f32) {
+        let len = self.n * self.d;
+        for (x, &p) in self.s.x[..len].iter_mut().zip(&self.s.proj[..len]) {
+            *x += p * scale;
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::error::{Error, Result};
 
 use super::super::hparams::Hparams;
+use super::super::weights::load_vector;
 
 /// Which dimensions form a rotated pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,20 @@ impl Rope {
         let mut r = Rope::new(self.style, self.dims, base)?;
         r.mscale = self.mscale;
         Ok(r)
+    }
+
+    /// Divides each pair's frequency by the factor tensor `name` ({dims / 2} values: Llama 3's
+    /// `rope_freqs`, LongRoPE's long and short factors), when the file has it.
+    pub fn with_factors(mut self, f: &crate::gguf::GgufFile, name: &str) -> Result<Rope> {
+        if f.tensor(name).is_none() {
+            return Ok(self);
+        }
+        let factors = load_vector(f, name, self.dims / 2)?;
+        if let Some(bad) = factors.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+            return Err(Error::Corrupt(format!("rotary factor {bad} in `{name}` is not a positive number")));
+        }
+        self.inv_freq.iter_mut().zip(&factors).for_each(|(w, f)| *w /= f);
+        Ok(self)
     }
 
     /// Rotates `n_heads` heads of `head_dim` per row of `x`, row t by row t of `angles`
