@@ -156,7 +156,8 @@ impl<'f> Hparams<'f> {
             let n_head = self.per_layer("attention.head_count", None)?.first().copied().unwrap_or(0);
             if n_head == 0 || n_embd % n_head != 0 {
                 return Err(Error::Corrupt(format!(
-                    "width {n_embd} does not divide into {n_head} heads and `{}` is absent",
+                    "`{}` = {n_head} does not divide the width {n_embd}, and `{}` is absent",
+                    self.key("attention.head_count"),
                     self.key("attention.key_length")
                 )));
             }
@@ -184,7 +185,9 @@ impl<'f> Hparams<'f> {
             .map(|(&n_head, &n_head_kv)| {
                 if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
                     return Err(Error::Corrupt(format!(
-                        "impossible attention shape: {n_head} heads, {n_head_kv} KV heads"
+                        "`{}` = {n_head} and `{}` = {n_head_kv}: query heads must share the KV heads evenly",
+                        self.key("attention.head_count"),
+                        self.key("attention.head_count_kv")
                     )));
                 }
                 // Widths are compared with tensor shapes later: they must exist first.

@@ -48,7 +48,11 @@ impl Rope {
     /// `rope.scaling.type` says so and `rope.scaling.attn_factor` where given.
     pub fn read(h: &Hparams, style: RopeStyle, head_dim: usize) -> Result<Rope> {
         let dims = h.rope_dims(head_dim)?;
-        let mut rope = Rope::new(style, dims, h.f32_or("rope.freq_base", 10_000.0)?)?;
+        let base = h.f32_or("rope.freq_base", 10_000.0)?;
+        if base <= 0.0 {
+            return Err(h.corrupt("rope.freq_base", base, "not positive"));
+        }
+        let mut rope = Rope::new(style, dims, base)?;
         if h.has("rope.scaling.factor")
             && h.f.get(&h.key("rope.scaling.type")).and_then(|t| t.as_str()) == Some("linear")
         {
