@@ -120,3 +120,22 @@ impl LogitMap {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LogitMap;
+
+    #[test]
+    fn logit_map_scales_then_caps() {
+        let mut z = [-40.0f32, -1.0, 0.0, 2.0, 40.0];
+        LogitMap { scale: 0.5, softcap: Some(3.0) }.apply(&mut z);
+        for (got, x) in z.iter().zip([-40.0f32, -1.0, 0.0, 2.0, 40.0]) {
+            let want = 3.0 * (x * 0.5 / 3.0).tanh();
+            assert!((got - want).abs() <= 1e-6, "{got} vs {want}");
+            assert!(got.abs() < 3.0);
+        }
+        let mut plain = [1.5f32, -2.5];
+        LogitMap::default().apply(&mut plain);
+        assert_eq!(plain, [1.5, -2.5]);
+    }
+}
