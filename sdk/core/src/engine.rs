@@ -129,7 +129,7 @@ impl Engine {
             None => train_ctx.min(DEFAULT_CONTEXT_CAP),
         };
         let info = ModelInfo {
-            architecture: model.config.arch.name().to_owned(),
+            architecture: model.config.arch.to_owned(),
             name: file.get_str("general.name").unwrap_or("").to_owned(),
             n_params: model.n_params(),
             context_length,
@@ -278,14 +278,16 @@ impl Engine {
     }
 
     /// Teacher-forced logits: calls `f(i, logits)` with the full next-token logits after
-    /// `ids[..=i]`, for every position in order.
+    /// `ids[..=i]`, for every position in order. They are those of a session of the engine's
+    /// context length (or of `ids`, if longer): a few architectures rotate positions
+    /// differently past their original context, by the session's length.
     pub fn for_each_logits(&self, ids: &[u32], mut f: impl FnMut(usize, &[f32])) -> Result<()> {
         const CHUNK: usize = 32;
         let limit = self.info.train_context_length;
         if ids.len() > limit {
             return Err(Error::ContextOverflow { needed: ids.len(), limit });
         }
-        let mut kv = self.model.new_kv_cache(ids.len().max(1));
+        let mut kv = self.model.new_kv_cache(ids.len().max(self.info.context_length).max(1));
         let mut scratch = crate::model::Scratch::default();
         let mut pos = 0;
         for chunk in ids.chunks(CHUNK) {

@@ -27,7 +27,7 @@ pub enum Error {
     #[error("corrupt GGUF: {0}")]
     Corrupt(String),
 
-    #[error("unsupported architecture `{0}` (supported: llama, qwen2, gemma3)")]
+    #[error("unsupported architecture `{0}` (supported: {names})", names = crate::model::architecture_names())]
     UnsupportedArchitecture(String),
 
     #[error("tensor `{tensor}` has unsupported type {ty}")]

@@ -1,5 +1,6 @@
 //! The key/value cache of one session, preallocated for the session's context length.
-//! Layout per layer: `[kv_head][position][head_dim]`, independent of the thread count, so the
+//! Layout per layer: `[kv_head][position][head_dim]`, each layer with its own heads and head
+//! size (or none: a layer that keeps nothing here), independent of the thread count, so the
 //! threads working on it can change between calls. Head-major so that attention, which works
 //! on one KV head at a time, reads each head's rows as one sequential stream (rows of
 //! interleaved heads left the prefetchers a strided pattern: long-context decode ran about a
@@ -26,6 +27,30 @@ pub enum KvPrecision {
     Int8Fp8,
 }
 
+/// What one layer keeps: its KV heads and their size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvShape {
+    pub n_head: usize,
+    pub head_dim: usize,
+}
+
+/// Where one layer's part of the cache starts.
+#[derive(Debug, Clone, Copy)]
+struct LayerPart {
+    shape: KvShape,
+    /// Offset of its first element, and index of its first row (one head at one position).
+    element: usize,
+    row: usize,
+}
+
+impl LayerPart {
+    /// Row index and element offset of KV head `head` at slot `pos`.
+    fn place(&self, capacity: usize, head: usize, pos: usize) -> (usize, usize) {
+        let row = head * capacity + pos;
+        (self.row + row, self.element + row * self.shape.head_dim)
+    }
+}
+
 pub struct KvCache {
     precision: KvPrecision,
     k16: Vec<f16>,
@@ -35,31 +60,29 @@ pub struct KvCache {
     v8: Vec<u8>,
     v_scale: Vec<f32>,
     capacity: usize,
-    kv_dim: usize,
-    head_dim: usize,
-    n_layer: usize,
+    /// Per layer (`None`: a layer that keeps nothing here).
+    layers: Vec<Option<LayerPart>>,
     /// Positions holding valid entries.
     len: usize,
 }
 
 impl KvCache {
-    /// An f16 cache. Zeroed memory is mapped lazily by the OS: only the positions used become
-    /// resident.
-    pub fn new(n_layer: usize, kv_dim: usize, capacity: usize) -> Self {
-        Self::with_precision(n_layer, kv_dim, kv_dim, capacity, KvPrecision::F16)
-    }
-
-    /// A cache of the given precision for heads of `head_dim` (dividing `kv_dim`; for int8 keys a
-    /// multiple of `quant::KEY_GROUP`, which the model checks).
-    pub fn with_precision(
-        n_layer: usize,
-        kv_dim: usize,
-        head_dim: usize,
-        capacity: usize,
-        precision: KvPrecision,
-    ) -> Self {
-        let n = n_layer * capacity * kv_dim;
-        let head_dim = head_dim.clamp(1, kv_dim.max(1));
+    /// A cache of `capacity` positions for layers of the given shapes (`None`: the layer keeps
+    /// nothing). Zeroed memory is mapped lazily by the OS: only the positions used become
+    /// resident. For int8 keys every head size must be a multiple of `quant::KEY_GROUP`, which
+    /// the model checks.
+    pub fn new(layers: &[Option<KvShape>], capacity: usize, precision: KvPrecision) -> Self {
+        let (mut elements, mut rows) = (0, 0);
+        let layers = layers
+            .iter()
+            .map(|shape| {
+                let shape = shape.filter(|s| s.n_head > 0 && s.head_dim > 0)?;
+                let part = LayerPart { shape, element: elements, row: rows };
+                rows += shape.n_head * capacity;
+                elements += shape.n_head * capacity * shape.head_dim;
+                Some(part)
+            })
+            .collect();
         let mut kv = KvCache {
             precision,
             k16: Vec::new(),
@@ -69,21 +92,19 @@ impl KvCache {
             v8: Vec::new(),
             v_scale: Vec::new(),
             capacity,
-            kv_dim,
-            head_dim,
-            n_layer,
+            layers,
             len: 0,
         };
         match precision {
             KvPrecision::F16 => {
-                kv.k16 = zeroed_f16(n);
-                kv.v16 = zeroed_f16(n);
+                kv.k16 = zeroed_f16(elements);
+                kv.v16 = zeroed_f16(elements);
             }
             KvPrecision::Int8Fp8 => {
-                kv.k8 = vec![0; n];
-                kv.k_scale = vec![0.0; n / KEY_GROUP];
-                kv.v8 = vec![0; n];
-                kv.v_scale = vec![0.0; n / head_dim];
+                kv.k8 = vec![0; elements];
+                kv.k_scale = vec![0.0; elements / KEY_GROUP];
+                kv.v8 = vec![0; elements];
+                kv.v_scale = vec![0.0; rows];
             }
         }
         kv
@@ -123,24 +144,27 @@ impl KvCache {
         if !ascending || !in_range {
             return false;
         }
-        let (d, n_head) = (self.head_dim, self.n_head());
-        for (layer, head) in (0..self.n_layer).flat_map(|l| (0..n_head).map(move |h| (l, h))) {
-            for (i, &slot) in slots.iter().enumerate() {
-                let (from, to) = (self.offset(layer, head, slot), self.offset(layer, head, base + i));
-                if from == to {
-                    continue;
-                }
-                match self.precision {
-                    KvPrecision::F16 => {
-                        self.k16.copy_within(from..from + d, to);
-                        self.v16.copy_within(from..from + d, to);
+        for part in self.layers.iter().flatten() {
+            let d = part.shape.head_dim;
+            for head in 0..part.shape.n_head {
+                for (i, &slot) in slots.iter().enumerate() {
+                    let ((rf, from), (rt, to)) =
+                        (part.place(self.capacity, head, slot), part.place(self.capacity, head, base + i));
+                    if from == to {
+                        continue;
                     }
-                    KvPrecision::Int8Fp8 => {
-                        self.k8.copy_within(from..from + d, to);
-                        self.v8.copy_within(from..from + d, to);
-                        let (kf, kt, kn) = (from / KEY_GROUP, to / KEY_GROUP, d / KEY_GROUP);
-                        self.k_scale.copy_within(kf..kf + kn, kt);
-                        self.v_scale[to / d] = self.v_scale[from / d];
+                    match self.precision {
+                        KvPrecision::F16 => {
+                            self.k16.copy_within(from..from + d, to);
+                            self.v16.copy_within(from..from + d, to);
+                        }
+                        KvPrecision::Int8Fp8 => {
+                            self.k8.copy_within(from..from + d, to);
+                            self.v8.copy_within(from..from + d, to);
+                            let (kf, kt, kn) = (from / KEY_GROUP, to / KEY_GROUP, d / KEY_GROUP);
+                            self.k_scale.copy_within(kf..kf + kn, kt);
+                            self.v_scale[rt] = self.v_scale[rf];
+                        }
                     }
                 }
             }
@@ -157,23 +181,20 @@ impl KvCache {
             + (self.k_scale.len() + self.v_scale.len()) * 4
     }
 
-    fn n_head(&self) -> usize {
-        self.kv_dim / self.head_dim
+    fn part(&self, layer: usize) -> Option<LayerPart> {
+        self.layers.get(layer).copied().flatten()
     }
 
-    /// Element offset of KV head `head`'s row at `pos` in `layer`.
-    fn offset(&self, layer: usize, head: usize, pos: usize) -> usize {
-        ((layer * self.n_head() + head) * self.capacity + pos) * self.head_dim
-    }
-
-    /// Stores rows of keys and values (rows of kv_dim, one per position) in slots `pos..`.
+    /// Stores rows of keys and values (one row of the layer's KV width per position) in slots
+    /// `pos..`. A layer that keeps nothing stores nothing.
     pub fn store(&mut self, layer: usize, pos: usize, k: &[f32], v: &[f32]) {
-        debug_assert!(layer < self.n_layer);
-        let hd = self.head_dim;
-        let rows = k.chunks_exact(self.kv_dim).zip(v.chunks_exact(self.kv_dim));
+        let Some(part) = self.part(layer) else { return };
+        let hd = part.shape.head_dim;
+        let width = part.shape.n_head * hd;
+        let rows = k.chunks_exact(width).zip(v.chunks_exact(width));
         for (i, (k, v)) in rows.enumerate() {
             for (head, (k, v)) in k.chunks_exact(hd).zip(v.chunks_exact(hd)).enumerate() {
-                let o = self.offset(layer, head, pos + i);
+                let (r, o) = part.place(self.capacity, head, pos + i);
                 match self.precision {
                     KvPrecision::F16 => {
                         self.k16[o..o + hd].convert_from_f32_slice(k);
@@ -184,24 +205,28 @@ impl KvCache {
                         for (g, (kg, qg)) in groups.enumerate() {
                             self.k_scale[o / KEY_GROUP + g] = quantize_i8(kg, qg);
                         }
-                        self.v_scale[o / hd] = quantize_row_e4m3(v, &mut self.v8[o..o + hd]);
+                        self.v_scale[r] = quantize_row_e4m3(v, &mut self.v8[o..o + hd]);
                     }
                 }
             }
         }
     }
 
-    /// KV head `head`'s rows of `layer` up to `positions`, as the attention kernels read them.
+    /// KV head `head`'s rows of `layer` up to `positions`, as the attention kernels read them
+    /// (none for a layer that keeps nothing).
     pub fn head_rows(&self, layer: usize, head: usize, positions: usize) -> KvHeadRows<'_> {
-        let hd = self.head_dim;
-        let (o, n) = (self.offset(layer, head, 0), positions * hd);
+        let Some(part) = self.part(layer) else {
+            return KvHeadRows::F16 { keys: &[], values: &[], stride: 1 };
+        };
+        let hd = part.shape.head_dim;
+        let ((r, o), n) = (part.place(self.capacity, head, 0), positions * hd);
         match self.precision {
             KvPrecision::F16 => KvHeadRows::F16 { keys: &self.k16[o..o + n], values: &self.v16[o..o + n], stride: hd },
             KvPrecision::Int8Fp8 => KvHeadRows::Int8Fp8 {
                 keys: &self.k8[o..o + n],
                 key_scales: &self.k_scale[o / KEY_GROUP..(o + n) / KEY_GROUP],
                 values: &self.v8[o..o + n],
-                value_scales: &self.v_scale[o / hd..(o + n) / hd],
+                value_scales: &self.v_scale[r..r + positions],
                 stride: hd,
                 key_scale_stride: hd / KEY_GROUP,
                 value_scale_stride: 1,
@@ -247,7 +272,8 @@ mod tests {
     #[test]
     fn keep_slots_moves_every_precision() {
         for p in [KvPrecision::F16, KvPrecision::Int8Fp8] {
-            let mut kv = KvCache::with_precision(2, 128, 64, 6, p);
+            let shape = Some(KvShape { n_head: 2, head_dim: 64 });
+            let mut kv = KvCache::new(&[shape, shape], 6, p);
             for pos in 0..5 {
                 let row: Vec<f32> = (0..128).map(|i| (pos * 10 + i % 8) as f32).collect();
                 for layer in 0..2 {

@@ -54,6 +54,35 @@ impl Matrix {
         })
     }
 
+    /// The parts of a fused tensor (Phi-3's q | k | v, gate | up) as matrices of their own:
+    /// consecutive runs of `rows` rows (summing to this matrix's), each checked like a tensor.
+    pub fn split<const N: usize>(&self, f: &GgufFile, rows: [usize; N]) -> Result<[Matrix; N]> {
+        let total: usize = rows.iter().sum();
+        if total != self.rows {
+            return Err(Error::TensorShape {
+                name: self.name.clone(),
+                expected: vec![self.cols as u64, total as u64],
+                found: vec![self.cols as u64, self.rows as u64],
+            });
+        }
+        let mut first = 0;
+        let mut offsets = [0; N];
+        for (i, &n) in rows.iter().enumerate() {
+            offsets[i] = self.offset + first * self.row_bytes;
+            if (f.bytes().as_ptr() as usize + offsets[i]) % 4 != 0 {
+                return Err(Error::Corrupt(format!("part {i} of tensor `{}` is not 4-byte aligned", self.name)));
+            }
+            first += n;
+        }
+        Ok(std::array::from_fn(|i| Matrix {
+            name: format!("{}[{i}]", self.name),
+            rows: rows[i],
+            offset: offsets[i],
+            packed: None,
+            ..self.clone()
+        }))
+    }
+
     /// Bytes the tiled copy would take (`None` when `p` does not pack this type or shape).
     pub fn packed_size(&self, p: &Packing) -> Option<usize> {
         PackedMatrix::size(p, self.ty, self.rows, self.cols)

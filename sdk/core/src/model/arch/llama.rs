@@ -1,0 +1,66 @@
+//! Llama 2 and 3.x, and the models that share its layout (SmolLM2, Mistral-style dense models):
+//! pre-norm attention with grouped-query heads, SwiGLU, RoPE on adjacent pairs. Llama 3.x
+//! divides the rotation frequencies by the factors of `rope_freqs.weight`.
+
+use crate::error::Result;
+
+use super::super::blocks::attention::{Attention, AttentionSpec};
+use super::super::blocks::ffn::{Activation, Glu};
+use super::super::blocks::norm::RmsNorm;
+use super::super::blocks::rope::{Rope, RopeStyle};
+use super::super::blocks::{self, Pass};
+use super::super::hparams::Hparams;
+use super::super::kv::KvShape;
+use super::super::weights::Matrix;
+use super::Arch;
+
+pub(super) fn load(h: &Hparams) -> Result<Arch> {
+    let head_dim = h.head_dim()?;
+    let rope = Rope::read(h, RopeStyle::Interleaved, head_dim)?;
+    if rope.dims != head_dim {
+        return Err(h.corrupt("rope.dimension_count", rope.dims, "differs from the head size"));
+    }
+    let rope = rope.with_factors(h.f, "rope_freqs.weight")?;
+    let scale = h.f32_or("attention.scale", 0.0)?;
+    let n_ff = h.per_layer("feed_forward_length", None)?;
+    let mut layers: Vec<Box<dyn blocks::Layer>> = Vec::with_capacity(h.config.n_layer);
+    for (il, (heads, &ff)) in h.heads()?.into_iter().zip(&n_ff).enumerate() {
+        let mut spec = AttentionSpec::new(heads);
+        if scale != 0.0 {
+            spec.scale = scale;
+        }
+        layers.push(Box::new(Layer {
+            attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
+            attn: Attention::load(h, il, &spec)?,
+            ffn_norm: RmsNorm::layer(h, il, "ffn_norm")?,
+            ffn: Glu::load(h, il, ff, Activation::Silu)?,
+        }));
+    }
+    Arch::plain(h, layers, vec![rope])
+}
+
+struct Layer {
+    attn_norm: RmsNorm,
+    attn: Attention,
+    ffn_norm: RmsNorm,
+    ffn: Glu,
+}
+
+impl blocks::Layer for Layer {
+    fn forward(&self, p: &mut Pass<'_>) {
+        p.norm(&self.attn_norm);
+        self.attn.forward(p, Some(0));
+        p.add_to_stream();
+        p.norm(&self.ffn_norm);
+        self.ffn.forward(p);
+        p.add_to_stream();
+    }
+
+    fn cache(&self) -> Option<KvShape> {
+        Some(self.attn.cache())
+    }
+
+    fn matrices(&mut self) -> Vec<&mut Matrix> {
+        self.attn.matrices().into_iter().chain(self.ffn.matrices()).collect()
+    }
+}

@@ -1,0 +1,171 @@
+//! The attention block: q, k and v projections (three tensors, or one fused q | k | v), their
+//! biases where the file has them, per-head q and k norms, rotary embedding (or none: NoPE
+//! layers), the session's cache, grouped-query attention over it (optionally within a sliding
+//! window), and the output projection. Reads `xb`, writes `proj`.
+
+use crate::error::Result;
+
+use super::super::attention::{self, Heads};
+use super::super::hparams::{HeadShape, Hparams};
+use super::super::kv::KvShape;
+use super::super::ops::{self, Product};
+use super::super::scratch::grow;
+use super::super::weights::{load_optional_vector, load_vector, Matrix};
+use super::norm::RmsNorm;
+use super::rope::RopeId;
+use super::Pass;
+
+/// How an architecture's attention tensors look.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttentionSpec {
+    pub heads: HeadShape,
+    /// Multiplies q·k (usually 1/√head_dim).
+    pub scale: f32,
+    /// One `attn_qkv` tensor (rows q, then k, then v) instead of three.
+    pub fused_qkv: bool,
+    /// Whether the q, k and v biases must be there (Qwen2); otherwise they are used if present.
+    pub biases_required: bool,
+    /// Per-head RMS norms of q and k (`attn_q_norm`, `attn_k_norm`) before the rotation.
+    pub qk_norm: bool,
+    /// Each query sees only the last `window` positions.
+    pub window: Option<usize>,
+}
+
+impl AttentionSpec {
+    /// The usual attention: 1/√head_dim, separate projections, optional biases, no norms.
+    pub fn new(heads: HeadShape) -> AttentionSpec {
+        AttentionSpec {
+            heads,
+            scale: 1.0 / (heads.head_dim as f32).sqrt(),
+            fused_qkv: false,
+            biases_required: false,
+            qk_norm: false,
+            window: None,
+        }
+    }
+}
+
+pub(crate) struct Attention {
+    q: Matrix,
+    k: Matrix,
+    v: Matrix,
+    /// Biases of q, k and v.
+    bias: [Option<Vec<f32>>; 3],
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    output: Matrix,
+    heads: HeadShape,
+    scale: f32,
+    window: Option<usize>,
+    /// The cache layer this block stores to and attends over.
+    cache: usize,
+}
+
+impl Attention {
+    /// Layer `il`'s attention tensors (`blk.{il}.attn_*`).
+    pub fn load(h: &Hparams, il: usize, spec: &AttentionSpec) -> Result<Attention> {
+        let (f, d, eps) = (h.f, h.config.n_embd, h.config.rms_eps);
+        let hs = spec.heads;
+        let (qd, kvd) = (hs.q_dim(), hs.kv_dim());
+        let name = |s: &str| format!("blk.{il}.{s}");
+        let (q, k, v) = if spec.fused_qkv {
+            let qkv = Matrix::load(f, &name("attn_qkv.weight"), d, qd + 2 * kvd)?;
+            let [q, k, v] = qkv.split(f, [qd, kvd, kvd])?;
+            (q, k, v)
+        } else {
+            (
+                Matrix::load(f, &name("attn_q.weight"), d, qd)?,
+                Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
+                Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
+            )
+        };
+        let bias = |s: &str, len| match spec.biases_required {
+            true => load_vector(f, &name(s), len).map(Some),
+            false => load_optional_vector(f, &name(s), len),
+        };
+        let norm = |s: &str| match spec.qk_norm {
+            true => RmsNorm::load(f, &name(s), hs.head_dim, eps).map(Some),
+            false => Ok(None),
+        };
+        Ok(Attention {
+            bias: [bias("attn_q.bias", qd)?, bias("attn_k.bias", kvd)?, bias("attn_v.bias", kvd)?],
+            q_norm: norm("attn_q_norm.weight")?,
+            k_norm: norm("attn_k_norm.weight")?,
+            output: Matrix::load(f, &name("attn_output.weight"), qd, d)?,
+            q,
+            k,
+            v,
+            heads: hs,
+            scale: spec.scale,
+            window: spec.window,
+            cache: il,
+        })
+    }
+
+    /// What the block keeps in the cache.
+    pub fn cache(&self) -> KvShape {
+        KvShape { n_head: self.heads.n_head_kv, head_dim: self.heads.head_dim }
+    }
+
+    pub fn matrices(&mut self) -> [&mut Matrix; 4] {
+        [&mut self.q, &mut self.k, &mut self.v, &mut self.output]
+    }
+
+    /// proj = attention(xb), rotating q and k by `rope` (`None`: a NoPE layer); appends the
+    /// batch's keys and values to the cache.
+    pub fn forward(&self, p: &mut Pass<'_>, rope: Option<RopeId>) {
+        let (e, n, pos0) = (p.exec, p.n, p.pos0);
+        let (k, hs) = (e.kernels, self.heads);
+        let (d, qd, kvd) = (self.q.cols, hs.q_dim(), hs.kv_dim());
+        let s = &mut *p.s;
+        grow(&mut s.q, n * qd);
+        grow(&mut s.k, n * kvd);
+        grow(&mut s.v, n * kvd);
+        grow(&mut s.attn, n * qd);
+
+        // q, k and v quantize their shared input once and run as one parallel job.
+        s.qin.invalidate();
+        for w in [&self.q, &self.k, &self.v] {
+            s.qin.prepare(e.pool, k, w, &s.xb[..n * d], n);
+        }
+        let mut qkv = [
+            Product { w: &self.q, act: s.qin.for_matrix(k, &self.q), out: &mut s.q[..n * qd] },
+            Product { w: &self.k, act: s.qin.for_matrix(k, &self.k), out: &mut s.k[..n * kvd] },
+            Product { w: &self.v, act: s.qin.for_matrix(k, &self.v), out: &mut s.v[..n * kvd] },
+        ];
+        ops::matmul(e.pool, k, e.file, &mut qkv, n);
+        let outs = [&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]];
+        for (b, out) in self.bias.iter().zip(outs) {
+            if let Some(b) = b {
+                ops::add_bias(out, b);
+            }
+        }
+        if let Some(w) = &self.q_norm {
+            w.apply_inplace(&mut s.q[..n * qd]);
+        }
+        if let Some(w) = &self.k_norm {
+            w.apply_inplace(&mut s.k[..n * kvd]);
+        }
+        if let Some(id) = rope {
+            let angles = s.rope.angles(p.ropes, id, &s.layout.positions);
+            p.ropes[id].apply(&mut s.q[..n * qd], hs.n_head, hs.head_dim, angles);
+            p.ropes[id].apply(&mut s.k[..n * kvd], hs.n_head_kv, hs.head_dim, angles);
+        }
+
+        p.kv.store(self.cache, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
+        let heads = Heads { n_head: hs.n_head, n_head_kv: hs.n_head_kv, head_dim: hs.head_dim, scale: self.scale };
+        attention::attend(
+            e.pool,
+            k,
+            p.kv,
+            self.cache,
+            &mut s.q[..n * qd],
+            &s.layout,
+            self.window,
+            heads,
+            &mut s.attn[..n * qd],
+            &mut s.attn_scratch,
+        );
+        e.project(&mut s.qin, &self.output, n, &s.attn, &mut s.proj);
+    }
+}
