@@ -146,6 +146,10 @@ pub struct SessionOptions {
     /// Speculative decoding: automatic by default (the answer is the same as without).
     #[uniffi(default)]
     pub speculation: SpeculationOptions,
+    /// Let control-token text inside message contents (`<|im_end|>`, ...) become control tokens.
+    /// Off by default, so that a pasted or received text cannot end a turn or open a system one.
+    #[uniffi(default = false)]
+    pub control_tokens_in_messages: bool,
 }
 
 impl Default for SessionOptions {
@@ -164,6 +168,7 @@ impl From<tern::SessionOptions> for SessionOptions {
             context_length: o.context_length.map(|n| n as u32),
             ignore_eos: o.ignore_eos,
             speculation: o.speculation.into(),
+            control_tokens_in_messages: o.control_tokens_in_messages,
         }
     }
 }
@@ -178,6 +183,7 @@ impl From<SessionOptions> for tern::SessionOptions {
             context_length: o.context_length.map(|n| n as usize),
             ignore_eos: o.ignore_eos,
             speculation: o.speculation.into(),
+            control_tokens_in_messages: o.control_tokens_in_messages,
             ..tern::SessionOptions::default()
         }
     }
@@ -368,5 +374,13 @@ mod tests {
         assert_eq!(format!("{ours:?}"), format!("{sdk:?}"));
         let ours: tern::EngineOptions = EngineOptions::default().into();
         assert_eq!(format!("{ours:?}"), format!("{:?}", tern::EngineOptions::default()));
+    }
+
+    #[test]
+    fn control_tokens_in_messages_reaches_the_sdk() {
+        let ours = SessionOptions { control_tokens_in_messages: true, ..SessionOptions::default() };
+        let sdk: tern::SessionOptions = ours.clone().into();
+        assert!(sdk.control_tokens_in_messages);
+        assert_eq!(SessionOptions::from(sdk), ours);
     }
 }
