@@ -36,6 +36,9 @@ const FILES: &[&str] = &[
     "lfm2-f16",
     "lfm2-q8_0",
     "lfm2-q4_k_m",
+    "gemma4-f16",
+    "gemma4-q8_0",
+    "gemma4-q4_k_m",
 ];
 
 /// The context llama.cpp ran with (`settings.n_ctx`): Phi-3 picks its rotation by it.
@@ -62,8 +65,10 @@ const QUANTIZED: Bounds = Bounds { max: 0.5, mean: 0.06, argmax: 20 };
 /// Gemma 4 is the most sensitive model of the set (attention scale 1 on normalised q and k, a
 /// GELU through an f16 table): llama.cpp against itself moves its F16 file's logits by up to
 /// 0.049 with an F16 KV cache and its quantized files' by up to 2.7 (tests/archs/README.md).
-const GEMMA4_F16_MAX: f32 = 0.5;
-const GEMMA4_QUANTIZED: Bounds = Bounds { max: 3.5, mean: 0.15, argmax: 16 };
+/// Measured: F16 max 0.050 (0.033 against f32_compute); quantized max 1.81, mean 0.056,
+/// argmax 21 of 24.
+const GEMMA4_F16_MAX: f32 = 0.1;
+const GEMMA4_QUANTIZED: Bounds = Bounds { max: 2.5, mean: 0.1, argmax: 18 };
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/archs")

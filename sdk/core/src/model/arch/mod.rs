@@ -3,6 +3,7 @@
 //! `general.architecture` name.
 
 mod gemma3;
+mod gemma4;
 mod granite;
 mod lfm2;
 mod llama;
@@ -26,6 +27,7 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("llama", llama::load),
     ("qwen2", qwen2::load),
     ("gemma3", gemma3::load),
+    ("gemma4", gemma4::load),
     ("qwen3", qwen3::load),
     ("smollm3", smollm3::load),
     ("phi3", phi3::load),
