@@ -33,6 +33,12 @@ const FILES: &[&str] = &[
     "granite-f16",
     "granite-q8_0",
     "granite-q4_k_m",
+    "lfm2-f16",
+    "lfm2-q8_0",
+    "lfm2-q4_k_m",
+    "gemma4-f16",
+    "gemma4-q8_0",
+    "gemma4-q4_k_m",
 ];
 
 /// The context llama.cpp ran with (`settings.n_ctx`): Phi-3 picks its rotation by it.
@@ -55,6 +61,14 @@ struct Bounds {
     argmax: usize,
 }
 const QUANTIZED: Bounds = Bounds { max: 0.5, mean: 0.06, argmax: 20 };
+
+/// Gemma 4 is the most sensitive model of the set (attention scale 1 on normalised q and k, a
+/// GELU through an f16 table): llama.cpp against itself moves its F16 file's logits by up to
+/// 0.049 with an F16 KV cache and its quantized files' by up to 2.7 (tests/archs/README.md).
+/// Measured: F16 max 0.050 (0.033 against f32_compute); quantized max 1.81, mean 0.056,
+/// argmax 21 of 24.
+const GEMMA4_F16_MAX: f32 = 0.1;
+const GEMMA4_QUANTIZED: Bounds = Bounds { max: 2.5, mean: 0.1, argmax: 18 };
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/archs")
@@ -162,6 +176,10 @@ fn compare(got: &[Vec<f32>], want: &[Vec<f32>]) -> (f32, f32, usize) {
     (max, (sum / count as f64) as f32, agree)
 }
 
+fn is_gemma4(name: &str) -> bool {
+    name.starts_with("gemma4-")
+}
+
 fn is_f16(name: &str) -> bool {
     name.ends_with("-f16")
 }
@@ -179,8 +197,10 @@ fn every_file_matches_llama_cpp_with_every_kernel_set() {
                 let f32_compute = r.f32_compute.as_ref().expect("F16 references carry f32_compute");
                 let (max32, mean32, _) = compare(&got, f32_compute);
                 eprintln!("{what}: max {max:.4} mean {mean:.5}; against f32_compute max {max32:.4} mean {mean32:.5}");
-                assert!(max <= F16_MAX, "{what}: max |Δ| {max} against llama.cpp");
-                assert!(max32 <= F16_MAX_F32_COMPUTE, "{what}: max |Δ| {max32} against f32_compute");
+                let (bound, bound32) =
+                    if is_gemma4(name) { (GEMMA4_F16_MAX, GEMMA4_F16_MAX) } else { (F16_MAX, F16_MAX_F32_COMPUTE) };
+                assert!(max <= bound, "{what}: max |Δ| {max} against llama.cpp");
+                assert!(max32 <= bound32, "{what}: max |Δ| {max32} against f32_compute");
                 assert_eq!(greedy(&e, &r.prompt, r.greedy.len(), N_CTX), r.greedy, "{what}: greedy continuation");
             } else {
                 let prefix = greedy(&e, &r.prompt, r.greedy.len(), N_CTX)
@@ -192,9 +212,10 @@ fn every_file_matches_llama_cpp_with_every_kernel_set() {
                     "{what}: max {max:.4} mean {mean:.5} argmax {agree}/24, greedy agrees for {prefix} of {}",
                     r.greedy.len()
                 );
-                assert!(max <= QUANTIZED.max, "{what}: max |Δ| {max}");
-                assert!(mean <= QUANTIZED.mean, "{what}: mean |Δ| {mean}");
-                assert!(agree >= QUANTIZED.argmax, "{what}: argmax agrees at {agree} of 24 positions");
+                let b = if is_gemma4(name) { &GEMMA4_QUANTIZED } else { &QUANTIZED };
+                assert!(max <= b.max, "{what}: max |Δ| {max}");
+                assert!(mean <= b.mean, "{what}: mean |Δ| {mean}");
+                assert!(agree >= b.argmax, "{what}: argmax agrees at {agree} of 24 positions");
             }
         }
     }
@@ -263,7 +284,9 @@ fn speculative_answers_are_plain_answers() {
         history: None,
     };
     let mut verified = 0;
-    for name in ["llama-ropefreqs-f16", "qwen3-f16", "smollm3-f16", "phi3-f16", "granite-f16", "qwen3-q4_k_m"] {
+    for name in
+        ["llama-ropefreqs-f16", "qwen3-f16", "smollm3-f16", "phi3-f16", "granite-f16", "qwen3-q4_k_m", "lfm2-f16"]
+    {
         let e = load(name, tern::quant::kernels().isa);
         for prompt in prompts {
             let answer = |speculation: SpeculationOptions| {
@@ -286,4 +309,76 @@ fn speculative_answers_are_plain_answers() {
         }
     }
     assert!(verified > 0, "no draft was verified: the test did not exercise speculation");
+}
+
+/// Greedy answers of a hybrid model (convolution state beside the KV cache) with speculation in
+/// automatic mode are those of plain decoding.
+#[test]
+fn hybrid_speculation_in_automatic_mode_is_plain_decoding() {
+    let e = load("lfm2-f16", tern::quant::kernels().isa);
+    for prompt in ["the cat sat on the mat and the cat sat on the mat", "abc abc abc abc abc abc"] {
+        let answer = |speculation: SpeculationOptions| {
+            let opts = SessionOptions { max_tokens: 48, ignore_eos: true, speculation, ..Default::default() };
+            let mut s = Session::new(e.clone(), opts).expect("session");
+            let mut ids = Vec::new();
+            for ev in s.send(prompt).expect("send") {
+                if let Event::Token { ids: i, .. } = ev.expect("event") {
+                    ids.extend(i);
+                }
+            }
+            ids
+        };
+        let auto = SpeculationOptions { calibration_positions: 64, ..SpeculationOptions::default() };
+        assert_eq!(answer(auto), answer(SpeculationOptions::off()), "{prompt:?}");
+    }
+}
+
+/// A second turn on a hybrid model reuses the first turn's state (only what is new is
+/// prefilled) and answers as a fresh session given the whole conversation does, with and
+/// without speculation.
+#[test]
+fn hybrid_second_turn_reuses_the_first_and_answers_as_a_fresh_session() {
+    let e = load("lfm2-f16", tern::quant::kernels().isa);
+    let always = SpeculationOptions {
+        mode: Speculation::Limits(tern::DraftLimits {
+            max_draft_tokens: 12,
+            max_width: 3,
+            max_depth: 8,
+            adaptive: false,
+        }),
+        calibration_positions: 64,
+        history: None,
+    };
+    for speculation in [SpeculationOptions::off(), always] {
+        let opts = SessionOptions { max_tokens: 12, ignore_eos: true, speculation, ..Default::default() };
+        let run = |s: &mut Session, text: &str| {
+            let (mut ids, mut stats) = (Vec::new(), None);
+            for ev in s.send(text).expect("send") {
+                match ev.expect("event") {
+                    Event::Token { ids: i, .. } => ids.extend(i),
+                    Event::Done(st) => stats = Some(st),
+                }
+            }
+            (ids, stats.expect("done"))
+        };
+        let mut s = Session::new(e.clone(), opts.clone()).expect("session");
+        let (_, first) = run(&mut s, "abc abc abc");
+        let history = s.messages().to_vec();
+        let (second_ids, second) = run(&mut s, "the cat sat on the mat");
+        assert!(
+            second.cached_tokens >= first.prompt_tokens,
+            "the second turn recomputed the first: {} cached of {} (first prompt {})",
+            second.cached_tokens,
+            second.prompt_tokens,
+            first.prompt_tokens
+        );
+        assert!(second.cached_tokens < second.prompt_tokens);
+
+        let mut fresh = Session::new(e.clone(), opts).expect("session");
+        fresh.set_messages(history);
+        let (fresh_ids, fresh_stats) = run(&mut fresh, "the cat sat on the mat");
+        assert_eq!(fresh_stats.cached_tokens, 0);
+        assert_eq!(fresh_stats.prompt_tokens, second.prompt_tokens);
+        assert_eq!(second_ids, fresh_ids, "second turn against a fresh session");
+    }
 }

@@ -277,6 +277,25 @@ impl BatchLayout {
         }
     }
 
+    /// Whether the batch is a token tree.
+    pub(super) fn is_tree(&self) -> bool {
+        self.is_tree
+    }
+
+    /// The batch index of the token `k` steps back along token `t`'s path (`k = 0`: `t`
+    /// itself), or `Err(j)` when that token is the `j`-th before the batch (1: the last
+    /// cached one). What a layer with state over the sequence reads (a convolution window).
+    pub(super) fn predecessor(&self, t: usize, k: usize) -> Result<usize, usize> {
+        let depth = self.positions[t] - self.pos0;
+        if k > depth {
+            return Err(k - depth);
+        }
+        if !self.is_tree {
+            return Ok(t - k);
+        }
+        Ok(self.ancestors[self.starts[t] + depth - k])
+    }
+
     /// KV slots query `t` attends to, ascending: cached slots from `lo` on (slot = position
     /// there), then the batch slots of its ancestors and itself at positions ≥ `lo`.
     fn visible_slots(&self, t: usize, lo: usize) -> VisibleSlots<'_> {

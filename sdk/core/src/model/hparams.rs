@@ -176,6 +176,20 @@ impl<'f> Hparams<'f> {
     /// The attention geometry of every layer: query heads, KV heads (as many by default) and
     /// [`head_dim`](Self::head_dim), checked.
     pub fn heads(&self) -> Result<Vec<HeadShape>> {
+        self.layer_heads(false)?.into_iter().map(|h| h.ok_or_else(|| self.no_kv_heads())).collect()
+    }
+
+    /// The same for a hybrid model whose layers without KV heads (`attention.head_count_kv`
+    /// 0 in the per-layer array) are not attention layers: `None` for those.
+    pub fn attention_layers(&self) -> Result<Vec<Option<HeadShape>>> {
+        self.layer_heads(true)
+    }
+
+    fn no_kv_heads(&self) -> Error {
+        self.corrupt("attention.head_count_kv", 0, "a layer without KV heads")
+    }
+
+    fn layer_heads(&self, hybrid: bool) -> Result<Vec<Option<HeadShape>>> {
         let head_dim = self.head_dim()?;
         let n_head = self.per_layer("attention.head_count", None)?;
         let n_head_kv = self.per_layer("attention.head_count_kv", n_head.first().copied())?;
@@ -183,6 +197,9 @@ impl<'f> Hparams<'f> {
             .iter()
             .zip(&n_head_kv)
             .map(|(&n_head, &n_head_kv)| {
+                if hybrid && n_head_kv == 0 {
+                    return Ok(None);
+                }
                 if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
                     return Err(Error::Corrupt(format!(
                         "`{}` = {n_head} and `{}` = {n_head_kv}: query heads must share the KV heads evenly",
@@ -194,7 +211,7 @@ impl<'f> Hparams<'f> {
                 if n_head.checked_mul(head_dim).is_none() {
                     return Err(self.corrupt("attention.head_count", n_head, "heads of this size overflow"));
                 }
-                Ok(HeadShape { n_head, n_head_kv, head_dim })
+                Ok(Some(HeadShape { n_head, n_head_kv, head_dim }))
             })
             .collect()
     }

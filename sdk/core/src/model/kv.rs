@@ -1,5 +1,8 @@
-//! The key/value cache of one session, preallocated for the session's context length.
-//! Layout per layer: `[kv_head][position][head_dim]`, each layer with its own heads and head
+//! The cache of one session: per layer, its keys and values (preallocated for the session's
+//! context length), or another state over the sequence (`model::state`: a convolution's
+//! window), or nothing. Every operation a session or a speculative verifier does on it (append
+//! a pass, keep a token tree's accepted path, truncate to a prefix, save a turn boundary) goes
+//! to each layer's kind of state. Keys and values per layer: `[kv_head][position][head_dim]`, each layer with its own heads and head
 //! size (or none: a layer that keeps nothing here), independent of the thread count, so the
 //! threads working on it can change between calls. Head-major so that attention, which works
 //! on one KV head at a time, reads each head's rows as one sequential stream (rows of
@@ -16,6 +19,8 @@ use half::slice::HalfFloatSliceExt;
 
 use crate::quant::reference::quantize_row_e4m3;
 use crate::quant::{KvHeadRows, KEY_GROUP};
+
+use super::state::{Checkpoints, ConvState, LayerCache};
 
 /// How the cache stores keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +69,19 @@ pub struct KvCache {
     layers: Vec<Option<LayerPart>>,
     /// Positions holding valid entries.
     len: usize,
+    /// Per layer, the index of its state in `states` (`None`: keys and values, or nothing).
+    state_of: Vec<Option<usize>>,
+    states: Vec<ConvState>,
+    /// The states at chosen lengths (only when there are states).
+    checkpoints: Checkpoints,
+    /// The last pass's token tree (slot `tree_base + i` is node i), until a path is kept.
+    tree: Option<Tree>,
+}
+
+/// A token tree in the cache: where it starts and each node's parent.
+struct Tree {
+    base: usize,
+    parents: Vec<Option<usize>>,
 }
 
 impl KvCache {
@@ -72,11 +90,29 @@ impl KvCache {
     /// resident. For int8 keys every head size must be a multiple of `quant::KEY_GROUP`, which
     /// the model checks.
     pub fn new(layers: &[Option<KvShape>], capacity: usize, precision: KvPrecision) -> Self {
+        let layers: Vec<LayerCache> = layers.iter().map(|s| s.map_or(LayerCache::None, LayerCache::Kv)).collect();
+        Self::with_layers(&layers, capacity, precision)
+    }
+
+    /// A cache of `capacity` positions for layers of any kind of state.
+    pub fn with_layers(kinds: &[LayerCache], capacity: usize, precision: KvPrecision) -> Self {
         let (mut elements, mut rows) = (0, 0);
-        let layers = layers
+        let mut states = Vec::new();
+        let state_of = kinds
             .iter()
-            .map(|shape| {
-                let shape = shape.filter(|s| s.n_head > 0 && s.head_dim > 0)?;
+            .map(|kind| match kind {
+                LayerCache::Conv(shape) => {
+                    states.push(ConvState::new(*shape));
+                    Some(states.len() - 1)
+                }
+                _ => None,
+            })
+            .collect();
+        let layers = kinds
+            .iter()
+            .map(|kind| {
+                let LayerCache::Kv(shape) = kind else { return None };
+                let shape = Some(*shape).filter(|s| s.n_head > 0 && s.head_dim > 0)?;
                 let part = LayerPart { shape, element: elements, row: rows };
                 rows += shape.n_head * capacity;
                 elements += shape.n_head * capacity * shape.head_dim;
@@ -94,6 +130,10 @@ impl KvCache {
             capacity,
             layers,
             len: 0,
+            state_of,
+            states,
+            checkpoints: Checkpoints::default(),
+            tree: None,
         };
         match precision {
             KvPrecision::F16 => {
@@ -126,23 +166,103 @@ impl KvCache {
         self.len == 0
     }
 
-    /// Drops every position from `len` on (rollback to a shared prefix).
+    /// Drops every position from `len` on (rollback to a shared prefix). Layers with a state
+    /// over the sequence (a convolution window) can only go back to a length where the state
+    /// was saved ([`KvCache::checkpoint`]; 0 always), or to the start of a pending token
+    /// tree: the cache then goes back to the longest such length at most `len`, and
+    /// [`KvCache::len`] says where it is.
     pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+        if len >= self.len {
+            return;
+        }
+        if let Some(tree) = self.tree.take() {
+            self.states.iter_mut().for_each(ConvState::drop_tree);
+            if len >= tree.base || self.states.is_empty() {
+                self.len = if self.states.is_empty() { len } else { tree.base };
+                return;
+            }
+            self.len = tree.base;
+        }
+        self.len = if self.states.is_empty() { len } else { self.checkpoints.restore(len, &mut self.states) };
+    }
+
+    /// Saves the state layers' state at the current length, so that [`KvCache::truncate`]
+    /// can come back to it (a turn boundary: the next turn starts from here). Costs a copy of
+    /// the states (none without state layers); the newest few are kept.
+    pub fn checkpoint(&mut self) {
+        if !self.states.is_empty() && self.tree.is_none() {
+            self.checkpoints.save(self.len, &self.states);
+        }
+    }
+
+    /// Whether some layer keeps a state over the sequence (not truncatable to any length).
+    pub fn has_states(&self) -> bool {
+        !self.states.is_empty()
+    }
+
+    /// Forgets everything: the empty sequence.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.tree = None;
+        self.checkpoints.clear();
+        self.states.iter_mut().for_each(ConvState::reset);
     }
 
     pub(crate) fn set_len(&mut self, len: usize) {
         self.len = len.min(self.capacity);
     }
 
+    /// Records that the pass just run at `base` was a token tree with these parents (its
+    /// nodes fill slots `base..`), until [`KvCache::keep_slots`] keeps a path.
+    pub(crate) fn begin_tree(&mut self, base: usize, parents: &[Option<usize>]) {
+        let mut tree = self.tree.take().unwrap_or(Tree { base, parents: Vec::new() });
+        tree.base = base;
+        tree.parents.clear();
+        tree.parents.extend_from_slice(parents);
+        self.tree = Some(tree);
+    }
+
+    /// A pass is about to start: a token tree whose path was not kept is dropped first.
+    pub(crate) fn begin_pass(&mut self) {
+        if let Some(base) = self.tree.as_ref().map(|t| t.base) {
+            self.truncate(base);
+        }
+    }
+
+    /// The state of layer `layer`, if it keeps one besides keys and values.
+    pub(super) fn conv_state(&mut self, layer: usize) -> Option<&mut ConvState> {
+        let i = self.state_of.get(layer).copied().flatten()?;
+        self.states.get_mut(i)
+    }
+
     /// Keeps, of the entries from `base` on, only those at `slots` (ascending, each below
     /// `len()`), moved down to `base`, `base + 1`, ...: the accepted path of a token tree.
-    /// Returns false, changing nothing, when `slots` does not fit that description.
+    /// Returns false, changing nothing, when `slots` does not fit that description (with
+    /// state layers, also when they are not a path from a root of the last tree pass at
+    /// `base`).
     pub fn keep_slots(&mut self, base: usize, slots: &[usize]) -> bool {
         let ascending = slots.windows(2).all(|w| w[0] < w[1]);
         let in_range = slots.first().is_none_or(|&s| s >= base) && slots.last().is_none_or(|&s| s < self.len);
         if !ascending || !in_range {
             return false;
+        }
+        let mut path = Vec::new();
+        if !self.states.is_empty() {
+            match &self.tree {
+                // A path: the first node a root, each next one a child of the one before.
+                Some(tree) if tree.base == base => {
+                    path.extend(slots.iter().map(|&s| s - base));
+                    let chain = path.iter().enumerate().all(|(i, &node)| {
+                        node < tree.parents.len() && tree.parents[node] == i.checked_sub(1).map(|p| path[p])
+                    });
+                    if !chain {
+                        return false;
+                    }
+                }
+                // The cached sequence itself: nothing moves.
+                None if slots.iter().enumerate().all(|(i, &s)| s == base + i) && base + slots.len() == self.len => {}
+                _ => return false,
+            }
         }
         for part in self.layers.iter().flatten() {
             let d = part.shape.head_dim;
@@ -169,6 +289,9 @@ impl KvCache {
                 }
             }
         }
+        if self.tree.take().is_some() {
+            self.states.iter_mut().for_each(|s| s.keep_path(&path));
+        }
         self.len = base + slots.len();
         true
     }
@@ -179,6 +302,8 @@ impl KvCache {
             + self.k8.len()
             + self.v8.len()
             + (self.k_scale.len() + self.v_scale.len()) * 4
+            + self.states.iter().map(ConvState::bytes).sum::<usize>()
+            + self.checkpoints.bytes()
     }
 
     fn part(&self, layer: usize) -> Option<LayerPart> {

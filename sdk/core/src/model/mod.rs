@@ -9,12 +9,14 @@ mod hparams;
 mod kv;
 mod ops;
 mod scratch;
+mod state;
 mod weights;
 
 pub use arch::names as architecture_names;
 pub use hparams::Config;
 pub use kv::{KvCache, KvPrecision, KvShape};
 pub use scratch::Scratch;
+pub use state::{ConvShape, LayerCache};
 pub use weights::Matrix;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,6 +55,8 @@ pub struct Model {
     /// Multiplies the embedding rows.
     embedding_scale: f32,
     layers: Vec<Box<dyn Layer>>,
+    /// Runs before the layers (see `arch::Arch::prelude`).
+    prelude: Option<Box<dyn Layer>>,
     /// The rotary embeddings the layers use.
     ropes: Vec<Rope>,
     output_norm: RmsNorm,
@@ -125,7 +129,11 @@ impl Model {
         };
         let arch = load_arch(&h)?;
         if opts.kv_precision == KvPrecision::Int8Fp8 {
-            if let Some(s) = arch.layers.iter().filter_map(|l| l.cache()).find(|s| s.head_dim % quant::KEY_GROUP != 0) {
+            let kv_shapes = arch.layers.iter().filter_map(|l| match l.cache() {
+                LayerCache::Kv(s) => Some(s),
+                _ => None,
+            });
+            if let Some(s) = kv_shapes.into_iter().find(|s| s.head_dim % quant::KEY_GROUP != 0) {
                 return Err(Error::InvalidOption(format!(
                     "an int8 KV cache needs head sizes that are multiples of {}; this model's is {}",
                     quant::KEY_GROUP,
@@ -140,6 +148,7 @@ impl Model {
             token_embd,
             embedding_scale: arch.embedding_scale,
             layers: arch.layers,
+            prelude: arch.prelude,
             ropes: arch.ropes,
             output_norm: arch.output_norm,
             output,
@@ -153,7 +162,8 @@ impl Model {
             model.repack(p, pool);
         }
         let bytes = |m: &Matrix| m.packed().map_or(m.bytes(), |p| p.bytes());
-        let layers: usize = model.layers.iter_mut().flat_map(|l| l.matrices()).map(|m| bytes(m)).sum();
+        let layers: usize =
+            model.layers.iter_mut().chain(model.prelude.as_mut()).flat_map(|l| l.matrices()).map(|m| bytes(m)).sum();
         model.decode_bytes = layers + bytes(&model.output);
         model.read_embedding_rows =
             model.output.packed().is_some() || model.output.file_range() != model.token_embd.file_range();
@@ -167,8 +177,13 @@ impl Model {
         let start = std::time::Instant::now();
         let file = Arc::clone(&self.file);
         let bytes = file.bytes();
-        let mut matrices: Vec<&mut Matrix> =
-            self.layers.iter_mut().flat_map(|l| l.matrices()).chain(std::iter::once(&mut self.output)).collect();
+        let mut matrices: Vec<&mut Matrix> = self
+            .prelude
+            .iter_mut()
+            .chain(self.layers.iter_mut())
+            .flat_map(|l| l.matrices())
+            .chain(std::iter::once(&mut self.output))
+            .collect();
         // One buffer for every copy, in the order decode reads them (each padded as the arena
         // aligns it); without one (no memory for it at once) each matrix gets its own.
         let total = matrices.iter().filter_map(|m| m.packed_size(p)).map(|n| n.next_multiple_of(ALIGN)).sum();
@@ -247,8 +262,8 @@ impl Model {
     /// A cache for a session of `capacity` positions (its context length: some architectures
     /// rotate positions differently past their original context, by the capacity).
     pub fn new_kv_cache(&self, capacity: usize) -> KvCache {
-        let shapes: Vec<Option<KvShape>> = self.layers.iter().map(|l| l.cache()).collect();
-        KvCache::new(&shapes, capacity, self.kv_precision)
+        let kinds: Vec<LayerCache> = self.layers.iter().map(|l| l.cache()).collect();
+        KvCache::with_layers(&kinds, capacity, self.kv_precision)
     }
 
     /// Runs `tokens` at positions `kv.len()..` and appends their keys and values to `kv`.
@@ -305,6 +320,7 @@ impl Model {
     ) -> Result<()> {
         let c = &self.config;
         let n = tokens.len();
+        kv.begin_pass();
         let pos0 = kv.len();
         if n == 0 {
             return Ok(());
@@ -350,11 +366,14 @@ impl Model {
         // computed once per pass, when a layer first needs them.
         s.rope.invalidate();
         let exec = Exec { pool, kernels: k, file };
-        let mut p = Pass { exec, kv: &mut *kv, ropes: &self.ropes, s: &mut *s, n, d, pos0 };
-        for layer in &self.layers {
+        let mut p = Pass { exec, kv: &mut *kv, ropes: &self.ropes, s: &mut *s, n, d, pos0, tokens };
+        for layer in self.prelude.iter().chain(&self.layers) {
             layer.forward(&mut p);
         }
         kv.set_len(pos0 + n);
+        if let Some(parents) = tree {
+            kv.begin_tree(pos0, parents);
+        }
 
         s.hidden_rows = 0;
         let (first, rows) = match want {

@@ -20,6 +20,8 @@ pub struct Scratch {
     pub(super) proj: Vec<f32>,
     pub(super) gate: Vec<f32>,
     pub(super) up: Vec<f32>,
+    /// Gemma 4's per-layer inputs: per token, a row per layer.
+    pub(super) per_layer: Vec<f32>,
     pub(super) qin: QuantizedInput,
     pub(super) layout: BatchLayout,
     pub(super) attn_scratch: attention::Scratch,

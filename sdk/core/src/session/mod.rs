@@ -276,7 +276,7 @@ impl Session {
     pub fn reset(&mut self) {
         self.messages.clear();
         self.cached.clear();
-        self.kv.truncate(0);
+        self.kv.clear();
     }
 
     /// Sends a user message; the answer streams from the returned generation and joins the
@@ -370,9 +370,10 @@ impl Session {
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
         let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
-        let keep = common.min(prompt.len() - 1);
+        // A cache with state layers goes back to its nearest saved length at most that.
+        self.kv.truncate(common.min(prompt.len() - 1));
+        let keep = self.kv.len().min(self.cached.len());
         self.cached.truncate(keep);
-        self.kv.truncate(keep);
         if let Some(spec) = &mut self.spec {
             spec.begin(&self.engine, &prompt, keep)?;
         }
@@ -520,6 +521,8 @@ impl Generation<'_> {
         if let Some(spec) = &mut self.session.spec {
             spec.end_calibration();
         }
+        // A turn boundary: a later prompt that shares this one reuses the state up to here.
+        self.session.kv.checkpoint();
         self.prefill_time = t0.elapsed();
         Ok(cancelled.then_some(FinishReason::Cancelled))
     }
@@ -552,6 +555,8 @@ impl Generation<'_> {
     fn finish(&mut self, reason: FinishReason) -> Event {
         // Flush text held back for a possible stop sequence (not when one matched).
         let s = &mut *self.session;
+        // The answer's end: the next turn's prompt usually continues from here.
+        s.kv.checkpoint();
         if reason != FinishReason::StopSequence {
             let tok = s.engine.tokenizer();
             let rest = String::from_utf8_lossy(&tok.decode_bytes(&self.decoder_pending)).into_owned();

@@ -10,7 +10,7 @@ use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeId, RopeStyle};
 use super::super::blocks::{self, LogitMap, Pass};
 use super::super::hparams::Hparams;
-use super::super::kv::KvShape;
+use super::super::state::LayerCache;
 use super::super::weights::Matrix;
 use super::{output_norm, Arch};
 
@@ -40,6 +40,7 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
     }
     Ok(Arch {
         layers,
+        prelude: None,
         ropes: vec![global, local],
         embedding_scale: (h.config.n_embd as f32).sqrt(),
         output_norm: output_norm(h)?,
@@ -69,8 +70,8 @@ impl blocks::Layer for Layer {
         p.add_to_stream();
     }
 
-    fn cache(&self) -> Option<KvShape> {
-        Some(self.attn.cache())
+    fn cache(&self) -> LayerCache {
+        self.attn.cache()
     }
 
     fn matrices(&mut self) -> Vec<&mut Matrix> {

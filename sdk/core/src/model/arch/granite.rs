@@ -10,7 +10,7 @@ use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeStyle};
 use super::super::blocks::{self, LogitMap, Pass};
 use super::super::hparams::Hparams;
-use super::super::kv::KvShape;
+use super::super::state::LayerCache;
 use super::super::weights::Matrix;
 use super::{output_norm, Arch};
 
@@ -48,6 +48,7 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
     }
     Ok(Arch {
         layers,
+        prelude: None,
         ropes: vec![rope],
         embedding_scale: if embedding_scale != 0.0 { embedding_scale } else { 1.0 },
         output_norm: output_norm(h)?,
@@ -83,8 +84,8 @@ impl blocks::Layer for Layer {
         self.join(p);
     }
 
-    fn cache(&self) -> Option<KvShape> {
-        Some(self.attn.cache())
+    fn cache(&self) -> LayerCache {
+        self.attn.cache()
     }
 
     fn matrices(&mut self) -> Vec<&mut Matrix> {

@@ -3,7 +3,9 @@
 //! `general.architecture` name.
 
 mod gemma3;
+mod gemma4;
 mod granite;
+mod lfm2;
 mod llama;
 mod phi3;
 mod qwen2;
@@ -25,16 +27,21 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("llama", llama::load),
     ("qwen2", qwen2::load),
     ("gemma3", gemma3::load),
+    ("gemma4", gemma4::load),
     ("qwen3", qwen3::load),
     ("smollm3", smollm3::load),
     ("phi3", phi3::load),
     ("granite", granite::load),
+    ("lfm2", lfm2::load),
 ];
 
 /// What a loader builds: the layers, and what surrounds them in the forward pass (the token
 /// embedding and the LM head are the same tensors for every architecture; `Model` loads them).
 pub(crate) struct Arch {
     pub layers: Vec<Box<dyn Layer>>,
+    /// Runs on the embedded batch before the first layer (Gemma 4's per-layer inputs); it
+    /// keeps nothing in the cache.
+    pub prelude: Option<Box<dyn Layer>>,
     /// The rotary embeddings the layers refer to by index.
     pub ropes: Vec<Rope>,
     /// Multiplies the token embedding rows (Gemma: √width; Granite: `embedding_scale`).
@@ -47,7 +54,14 @@ pub(crate) struct Arch {
 impl Arch {
     /// `layers` with the usual surroundings: `output_norm.weight`, no embedding scale, plain logits.
     fn plain(h: &Hparams, layers: Vec<Box<dyn Layer>>, ropes: Vec<Rope>) -> Result<Arch> {
-        Ok(Arch { layers, ropes, embedding_scale: 1.0, output_norm: output_norm(h)?, logits: LogitMap::default() })
+        Ok(Arch {
+            layers,
+            prelude: None,
+            ropes,
+            embedding_scale: 1.0,
+            output_norm: output_norm(h)?,
+            logits: LogitMap::default(),
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeStyle};
 use super::super::blocks::{self, Pass};
 use super::super::hparams::Hparams;
-use super::super::kv::KvShape;
+use super::super::state::LayerCache;
 use super::super::weights::Matrix;
 use super::Arch;
 
@@ -47,8 +47,8 @@ impl blocks::Layer for Layer {
         p.add_to_stream();
     }
 
-    fn cache(&self) -> Option<KvShape> {
-        Some(self.attn.cache())
+    fn cache(&self) -> LayerCache {
+        self.attn.cache()
     }
 
     fn matrices(&mut self) -> Vec<&mut Matrix> {

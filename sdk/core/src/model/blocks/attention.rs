@@ -10,6 +10,7 @@ use super::super::hparams::{HeadShape, Hparams};
 use super::super::kv::KvShape;
 use super::super::ops::{self, Product};
 use super::super::scratch::grow;
+use super::super::state::LayerCache;
 use super::super::weights::{load_optional_vector, load_vector, Matrix};
 use super::norm::RmsNorm;
 use super::rope::RopeId;
@@ -29,6 +30,10 @@ pub(crate) struct AttentionSpec {
     pub qk_norm: bool,
     /// Each query sees only the last `window` positions.
     pub window: Option<usize>,
+    /// An RMS norm without weight of every value head (Gemma 4).
+    pub v_norm: bool,
+    /// No keys and values of its own: attends over that layer's (Gemma 4's shared layers).
+    pub shared_kv: Option<usize>,
 }
 
 impl AttentionSpec {
@@ -41,18 +46,21 @@ impl AttentionSpec {
             biases_required: false,
             qk_norm: false,
             window: None,
+            v_norm: false,
+            shared_kv: None,
         }
     }
 }
 
 pub(crate) struct Attention {
     q: Matrix,
-    k: Matrix,
-    v: Matrix,
+    /// Key and value projections (none on a layer that reads another layer's cache).
+    kv: Option<(Matrix, Matrix)>,
     /// Biases of q, k and v.
     bias: [Option<Vec<f32>>; 3],
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
+    v_norm: Option<RmsNorm>,
     output: Matrix,
     heads: HeadShape,
     scale: f32,
@@ -68,47 +76,60 @@ impl Attention {
         let hs = spec.heads;
         let (qd, kvd) = (hs.q_dim(), hs.kv_dim());
         let name = |s: &str| format!("blk.{il}.{s}");
-        let (q, k, v) = if spec.fused_qkv {
+        let (q, kv) = if spec.fused_qkv {
             let qkv = Matrix::load(f, &name("attn_qkv.weight"), d, qd + 2 * kvd)?;
             let [q, k, v] = qkv.split(f, [qd, kvd, kvd])?;
-            (q, k, v)
+            (q, Some((k, v)))
+        } else if spec.shared_kv.is_some() {
+            (Matrix::load(f, &name("attn_q.weight"), d, qd)?, None)
         } else {
             (
                 Matrix::load(f, &name("attn_q.weight"), d, qd)?,
-                Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
-                Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
+                Some((
+                    Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
+                    Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
+                )),
             )
         };
+        let own_kv = kv.is_some();
         let bias = |s: &str, len| match spec.biases_required {
             true => load_vector(f, &name(s), len).map(Some),
             false => load_optional_vector(f, &name(s), len),
         };
-        let norm = |s: &str| match spec.qk_norm {
+        let norm = |s: &str, used: bool| match spec.qk_norm && used {
             true => RmsNorm::load(f, &name(s), hs.head_dim, eps).map(Some),
             false => Ok(None),
         };
         Ok(Attention {
             bias: [bias("attn_q.bias", qd)?, bias("attn_k.bias", kvd)?, bias("attn_v.bias", kvd)?],
-            q_norm: norm("attn_q_norm.weight")?,
-            k_norm: norm("attn_k_norm.weight")?,
+            q_norm: norm("attn_q_norm.weight", true)?,
+            k_norm: norm("attn_k_norm.weight", own_kv)?,
+            v_norm: (spec.v_norm && own_kv).then(|| RmsNorm::unit(hs.head_dim, eps)),
             output: Matrix::load(f, &name("attn_output.weight"), qd, d)?,
             q,
-            k,
-            v,
+            kv,
             heads: hs,
             scale: spec.scale,
             window: spec.window,
-            cache: il,
+            cache: spec.shared_kv.unwrap_or(il),
         })
     }
 
-    /// What the block keeps in the cache.
-    pub fn cache(&self) -> KvShape {
-        KvShape { n_head: self.heads.n_head_kv, head_dim: self.heads.head_dim }
+    /// What the block keeps in the cache (nothing when it reads another layer's).
+    pub fn cache(&self) -> LayerCache {
+        match self.kv {
+            Some(_) => LayerCache::Kv(KvShape { n_head: self.heads.n_head_kv, head_dim: self.heads.head_dim }),
+            None => LayerCache::None,
+        }
     }
 
-    pub fn matrices(&mut self) -> [&mut Matrix; 4] {
-        [&mut self.q, &mut self.k, &mut self.v, &mut self.output]
+    pub fn matrices(&mut self) -> Vec<&mut Matrix> {
+        let mut m = vec![&mut self.q];
+        if let Some((k, v)) = &mut self.kv {
+            m.extend([k, v]);
+        }
+        m.push(&mut self.output);
+        m
     }
 
     /// proj = attention(xb), rotating q and k by `rope` (`None`: a NoPE layer); appends the
@@ -125,13 +146,19 @@ impl Attention {
 
         // q, k and v quantize their shared input once and run as one parallel job.
         s.qin.invalidate();
-        for w in [&self.q, &self.k, &self.v] {
+        let Some((wk, wv)) = &self.kv else {
+            // Keys and values are another layer's, already in the cache.
+            e.project(&mut s.qin, &self.q, n, &s.xb, &mut s.q);
+            self.finish(p, rope);
+            return;
+        };
+        for w in [&self.q, wk, wv] {
             s.qin.prepare(e.pool, k, w, &s.xb[..n * d], n);
         }
         let mut qkv = [
             Product { w: &self.q, act: s.qin.for_matrix(k, &self.q), out: &mut s.q[..n * qd] },
-            Product { w: &self.k, act: s.qin.for_matrix(k, &self.k), out: &mut s.k[..n * kvd] },
-            Product { w: &self.v, act: s.qin.for_matrix(k, &self.v), out: &mut s.v[..n * kvd] },
+            Product { w: wk, act: s.qin.for_matrix(k, wk), out: &mut s.k[..n * kvd] },
+            Product { w: wv, act: s.qin.for_matrix(k, wv), out: &mut s.v[..n * kvd] },
         ];
         ops::matmul(e.pool, k, e.file, &mut qkv, n);
         let outs = [&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]];
@@ -140,19 +167,33 @@ impl Attention {
                 ops::add_bias(out, b);
             }
         }
-        if let Some(w) = &self.q_norm {
-            w.apply_inplace(&mut s.q[..n * qd]);
-        }
         if let Some(w) = &self.k_norm {
             w.apply_inplace(&mut s.k[..n * kvd]);
+        }
+        if let Some(w) = &self.v_norm {
+            w.apply_inplace(&mut s.v[..n * kvd]);
+        }
+        if let Some(id) = rope {
+            let angles = s.rope.angles(p.ropes, id, &s.layout.positions);
+            p.ropes[id].apply(&mut s.k[..n * kvd], hs.n_head_kv, hs.head_dim, angles);
+        }
+        p.kv.store(self.cache, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
+        self.finish(p, rope);
+    }
+
+    /// The queries' norm and rotation, attention over the cache, the output projection.
+    fn finish(&self, p: &mut Pass<'_>, rope: Option<RopeId>) {
+        let (e, n) = (p.exec, p.n);
+        let (k, hs) = (e.kernels, self.heads);
+        let qd = hs.q_dim();
+        let s = &mut *p.s;
+        if let Some(w) = &self.q_norm {
+            w.apply_inplace(&mut s.q[..n * qd]);
         }
         if let Some(id) = rope {
             let angles = s.rope.angles(p.ropes, id, &s.layout.positions);
             p.ropes[id].apply(&mut s.q[..n * qd], hs.n_head, hs.head_dim, angles);
-            p.ropes[id].apply(&mut s.k[..n * kvd], hs.n_head_kv, hs.head_dim, angles);
         }
-
-        p.kv.store(self.cache, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
         let heads = Heads { n_head: hs.n_head, n_head_kv: hs.n_head_kv, head_dim: hs.head_dim, scale: self.scale };
         attention::attend(
             e.pool,

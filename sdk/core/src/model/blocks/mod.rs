@@ -6,13 +6,15 @@ pub(crate) mod attention;
 pub(crate) mod ffn;
 pub(crate) mod norm;
 pub(crate) mod rope;
+pub(crate) mod shortconv;
 
 use crate::quant::Kernels;
 use crate::runtime::ThreadPool;
 
-use super::kv::{KvCache, KvShape};
+use super::kv::KvCache;
 use super::ops::{self, Product, QuantizedInput};
 use super::scratch::Scratch;
+use super::state::LayerCache;
 use super::weights::Matrix;
 use norm::RmsNorm;
 use rope::Rope;
@@ -22,8 +24,8 @@ pub(crate) trait Layer: Send + Sync {
     /// Runs the layer on the pass's batch: reads and updates the residual stream.
     fn forward(&self, p: &mut Pass<'_>);
 
-    /// What the layer keeps in a session's cache between passes (`None`: nothing).
-    fn cache(&self) -> Option<KvShape>;
+    /// What the layer keeps in a session's cache between passes.
+    fn cache(&self) -> LayerCache;
 
     /// Its weight matrices, in the order a pass reads them (for repacking).
     fn matrices(&mut self) -> Vec<&mut Matrix>;
@@ -61,6 +63,8 @@ pub(crate) struct Pass<'a> {
     pub d: usize,
     /// Cache slot of the batch's first token (the cached length before the pass).
     pub pos0: usize,
+    /// The batch's token ids (Gemma 4's per-layer embeddings look them up).
+    pub tokens: &'a [u32],
 }
 
 impl Pass<'_> {

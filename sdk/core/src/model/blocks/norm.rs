@@ -19,6 +19,11 @@ impl RmsNorm {
         Ok(RmsNorm { weight: load_vector(f, name, len)?, eps })
     }
 
+    /// A norm without a learned weight (all ones), over rows of `len`.
+    pub fn unit(len: usize, eps: f32) -> RmsNorm {
+        RmsNorm { weight: vec![1.0; len], eps }
+    }
+
     /// Layer `il`'s norm `blk.{il}.{name}.weight` of the residual stream's width.
     pub fn layer(h: &Hparams, il: usize, name: &str) -> Result<RmsNorm> {
         Self::load(h.f, &format!("blk.{il}.{name}.weight"), h.config.n_embd, h.config.rms_eps)
