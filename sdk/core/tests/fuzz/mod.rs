@@ -3,7 +3,8 @@
 //! counts, lengths and values, tensor offsets, shapes and types), each loaded and, when it
 //! loads, run for a few tokens. Every case must end in `Ok` or a typed error: a panic is
 //! counted as a crash, an allocation that takes the live heap past the file's size + 1 GiB
-//! and a case running over 10 s abort the process, naming the case.
+//! and a case computing for over 10 s (CPU time: a busy machine's waits are no hang) or
+//! stuck for over a minute abort the process, naming the case.
 //!
 //! Case `i` of seed `s` is the same mutation on every run (`--seed s --start i --cases 1`
 //! replays it alone). One copy of the model is kept in memory and mutated in place; each case
@@ -18,8 +19,10 @@ use std::time::{Duration, Instant};
 use tern::gguf::GgufFile;
 use tern::{Engine, EngineOptions};
 
-/// Longest a case may run.
+/// Most CPU time a case may take.
 pub const CASE_LIMIT: Duration = Duration::from_secs(10);
+/// Longest a case may take in wall time (a blocked case uses no CPU).
+pub const CASE_WALL_LIMIT: Duration = Duration::from_secs(60);
 /// Heap a case may hold beyond the file's size.
 pub const HEAP_HEADROOM: usize = 1 << 30;
 
@@ -34,6 +37,12 @@ static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 static CASE: AtomicU64 = AtomicU64::new(u64::MAX);
 /// Nanoseconds since `EPOCH` when the running case started (0: none running).
 static CASE_STARTED: AtomicU64 = AtomicU64::new(0);
+/// The process's CPU time in nanoseconds when the running case started.
+static CASE_CPU_STARTED: AtomicU64 = AtomicU64::new(0);
+
+fn cpu_nanos() -> u64 {
+    tern::runtime::process_cpu_time().map_or(0, |d| d.as_nanos() as u64)
+}
 static REPORTING: AtomicBool = AtomicBool::new(false);
 
 unsafe impl GlobalAlloc for CountingAlloc {
@@ -92,8 +101,12 @@ pub fn install_guards() {
                 continue;
             }
             let ran = epoch().elapsed().saturating_sub(Duration::from_nanos(started));
-            if ran > CASE_LIMIT {
-                eprintln!("FUZZ FAILURE: case {} has run for {ran:?} (hang)", CASE.load(Ordering::SeqCst));
+            let cpu = Duration::from_nanos(cpu_nanos().saturating_sub(CASE_CPU_STARTED.load(Ordering::SeqCst)));
+            if cpu > CASE_LIMIT || ran > CASE_WALL_LIMIT {
+                eprintln!(
+                    "FUZZ FAILURE: case {} has run for {ran:?} ({cpu:?} of CPU time): a hang",
+                    CASE.load(Ordering::SeqCst)
+                );
                 std::process::abort();
             }
         });
@@ -447,6 +460,7 @@ impl Target {
             CASE.store(case, Ordering::SeqCst);
             LIMIT.store(base.saturating_add(shared.len()).saturating_add(HEAP_HEADROOM), Ordering::SeqCst);
             let t0 = Instant::now();
+            CASE_CPU_STARTED.store(cpu_nanos(), Ordering::SeqCst);
             CASE_STARTED.store(epoch().elapsed().as_nanos().max(1) as u64, Ordering::SeqCst);
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load_and_run(shared, len, &opts)));
             CASE_STARTED.store(0, Ordering::SeqCst);
