@@ -328,4 +328,23 @@ mod tests {
         let s: tern::CoreSelection = CoreSelection::Cores { ids: vec![3, 1, 3] }.into();
         assert_eq!(s, tern::CoreSelection::Cores(vec![1, 3]));
     }
+
+    #[test]
+    fn ids_that_are_not_online_cpus_are_invalid_options() {
+        // What `Engine.setEnergyMode` and `EngineOptions.energy` check before anything pins.
+        for ids in [vec![99_999], vec![1024], vec![0, u32::MAX], Vec::new()] {
+            let bad = EnergyMode::Custom {
+                prefill: CoreSelection::Threads { count: 1 },
+                decode: CoreSelection::Cores { ids: ids.clone() },
+            };
+            let err = tern::EnergyMode::from(bad).validate().map_err(crate::TernError::from);
+            assert!(matches!(err, Err(crate::TernError::InvalidOption { .. })), "{ids:?}: {err:?}");
+        }
+        let online = tern::runtime::online_cpus()[0] as u32;
+        let good = EnergyMode::Custom {
+            prefill: CoreSelection::Cores { ids: vec![online] },
+            decode: CoreSelection::Threads { count: 2 },
+        };
+        assert!(tern::EnergyMode::from(good).validate().is_ok());
+    }
 }

@@ -49,9 +49,10 @@ impl Engine {
         self.inner.energy_status().into()
     }
 
-    /// Applies from the next answer on.
-    pub fn set_energy_mode(&self, mode: EnergyMode) {
-        self.inner.set_energy_mode(mode.into());
+    /// Applies from the next answer on. A custom mode naming a CPU id that is not an online CPU
+    /// of this device is `InvalidOption`, and the mode in force stays.
+    pub fn set_energy_mode(&self, mode: EnergyMode) -> Result<(), TernError> {
+        Ok(self.inner.set_energy_mode(mode.into())?)
     }
 
     /// The app reports thermal throttling or a low battery, and their end: while either lasts,

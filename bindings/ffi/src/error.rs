@@ -79,7 +79,7 @@ impl From<tern::Error> for TernError {
         let detail = e.to_string();
         match e {
             E::FileNotFound { path } => TernError::ModelNotFound { path: path.display().to_string() },
-            E::Io { .. } => TernError::Io { detail },
+            E::Io { .. } | E::Write { .. } => TernError::Io { detail },
             E::NotGguf { .. }
             | E::UnsupportedVersion(_)
             | E::Truncated { .. }
@@ -117,7 +117,7 @@ impl From<tern_store::StoreError> for TernError {
             E::InvalidSpec(_) => TernError::InvalidOption { detail },
             E::NotEnoughSpace { needed, available } => TernError::NotEnoughSpace { needed, available },
             E::Http { status } => TernError::Http { status },
-            E::Network(_) => TernError::Network { detail },
+            E::Network(_) | E::BadResponse(_) => TernError::Network { detail },
             E::Interrupted { downloaded, total } => TernError::DownloadInterrupted { downloaded, total },
             E::SizeMismatch { expected, actual } => TernError::SizeMismatch { expected, actual },
             E::HashMismatch { expected, actual } => TernError::HashMismatch { expected, actual },

@@ -273,7 +273,7 @@ fn tune_here(a: &TuneArgs) -> Result<()> {
         .collect();
     let mut modes = Vec::new();
     for mode in [EnergyMode::Performance, EnergyMode::Balanced, EnergyMode::PowerSaver] {
-        engine.set_energy_mode(mode.clone());
+        engine.set_energy_mode(mode.clone())?;
         let mut runs: Vec<Stats> =
             (0..a.repetitions).map(|_| generate(&engine, a.gen_tokens as usize)).collect::<Result<_>>()?;
         runs.sort_by(|x, y| x.decode_tokens_per_s.total_cmp(&y.decode_tokens_per_s));
@@ -290,7 +290,7 @@ fn tune_here(a: &TuneArgs) -> Result<()> {
             kind: s.energy.kind.to_string(),
         });
     }
-    engine.set_energy_mode(EnergyMode::Balanced);
+    engine.set_energy_mode(EnergyMode::Balanced)?;
     let prefill_sel = CoreSelection::cores(topo.big_cores()).for_platform();
     let switch = switch_cost(engine.info().threads, &prefill_sel, &tuning.balanced.selection);
     let report = HereReport {

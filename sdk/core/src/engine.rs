@@ -101,6 +101,7 @@ impl Engine {
 
     fn from_gguf(file: GgufFile, opts: EngineOptions, start: Instant) -> Result<Arc<Engine>> {
         let file = Arc::new(file);
+        opts.energy.mode.validate()?;
         let kernels = select_kernels(opts.kernels.as_deref())?;
         let threads = opts.threads.unwrap_or_else(runtime::default_threads).max(1);
         let pool = ThreadPool::new(threads);
@@ -217,9 +218,12 @@ impl Engine {
         self.energy.status()
     }
 
-    /// Applies from the next request on.
-    pub fn set_energy_mode(&self, mode: EnergyMode) {
+    /// Applies from the next request on. A custom mode naming a CPU that is not online here is
+    /// [`Error::InvalidOption`], and the mode in force stays.
+    pub fn set_energy_mode(&self, mode: EnergyMode) -> Result<()> {
+        mode.validate()?;
         self.energy.set_mode(mode);
+        Ok(())
     }
 
     /// The app reports thermal throttling or a low battery (and their end): decode moves to the

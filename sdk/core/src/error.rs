@@ -4,6 +4,35 @@ use std::path::PathBuf;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What [`Error::Write`] was doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOp {
+    CreateDir,
+    Write,
+    Rename,
+    Lock,
+    Remove,
+}
+
+impl std::fmt::Display for WriteOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WriteOp::CreateDir => "create the directory",
+            WriteOp::Write => "write",
+            WriteOp::Rename => "rename into place",
+            WriteOp::Lock => "lock",
+            WriteOp::Remove => "remove",
+        })
+    }
+}
+
+impl Error {
+    /// A closure making [`Error::Write`] of `op` on `path`, for `map_err`.
+    pub(crate) fn write(op: WriteOp, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+        move |source| Error::Write { op, path: path.to_path_buf(), source }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -12,6 +41,11 @@ pub enum Error {
 
     #[error("cannot read {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+
+    /// A file the SDK keeps for the app (history, tuning) could not be created, written, renamed,
+    /// locked or removed.
+    #[error("cannot {op} {path}: {source}")]
+    Write { op: WriteOp, path: PathBuf, source: std::io::Error },
 
     #[error("not a GGUF file (magic bytes {magic:02x?})")]
     NotGguf { magic: [u8; 4] },

@@ -120,7 +120,7 @@ fn selections_are_applied_and_tuning_completes() {
         (EnergyMode::Balanced, tuning.balanced.selection.clone()),
         (EnergyMode::PowerSaver, tuning.power_saver.selection.clone()),
     ] {
-        engine.set_energy_mode(mode.clone());
+        engine.set_energy_mode(mode.clone()).expect("a built-in mode");
         let mut caller = Vec::new();
         let stats = generate(&engine, 8, || caller = this_thread_cores());
         let first = want.core_ids().expect("pinned")[0];
@@ -130,7 +130,7 @@ fn selections_are_applied_and_tuning_completes() {
     }
 
     // A throttled phone decodes on the power-saver selection, and goes back when it cools.
-    engine.set_energy_mode(EnergyMode::Balanced);
+    engine.set_energy_mode(EnergyMode::Balanced).expect("a built-in mode");
     engine.report_device_state(tern::DeviceState { thermal: tern::ThermalState::Serious, battery_low: false });
     assert_eq!(engine.energy_status().effective_mode, EnergyMode::PowerSaver);
     assert_eq!(engine.energy_status().decode, Some(tuning.power_saver.selection.clone()));

@@ -133,7 +133,7 @@ fn tuning_is_stored_per_device_and_topology() {
     };
     let dir = std::env::temp_dir().join(format!("tern-energy-store-{}", std::process::id()));
     let path = store::save(&dir, &tuning).expect("save");
-    let loaded = store::load(&dir, &key).expect("stored tuning");
+    let loaded = store::load(&dir, &key, &topo).expect("stored tuning");
     assert_eq!(
         (&loaded.key, &loaded.fastest, &loaded.balanced.selection),
         (&key, &tuning.fastest, &tuning.balanced.selection)
@@ -142,11 +142,67 @@ fn tuning_is_stored_per_device_and_topology() {
     let selections = |t: &store::Tuning| t.probes.iter().map(|p| p.selection.clone()).collect::<Vec<_>>();
     assert_eq!(selections(&loaded), selections(&tuning));
     // Another phone, or the same phone with another topology, does not get it.
-    assert!(store::load(&dir, "Xiaomi 15 Pro|other").is_none());
+    assert!(store::load(&dir, "Xiaomi 15 Pro|other", &topo).is_none());
     let other = SimDevice::by_name("sd8gen3").expect("device").topology();
-    assert!(store::load(&dir, &store::device_key("Xiaomi 15 Pro", &other)).is_none());
+    assert!(store::load(&dir, &store::device_key("Xiaomi 15 Pro", &other), &other).is_none());
+    // A file that parses but names cores this phone does not have (an id past any CPU set) is
+    // damaged too: not tuned, and the ids never reach the OS.
+    for bad in [CoreSelection::Cores(vec![99_999]), CoreSelection::Cores(Vec::new()), CoreSelection::Threads(0)] {
+        let mut damaged = tuning.clone();
+        damaged.balanced.selection = bad.clone();
+        store::save(&dir, &damaged).expect("save");
+        assert!(store::load(&dir, &key, &topo).is_none(), "{bad:?}");
+    }
     // A damaged file is ignored (tuning runs again), not an error.
     std::fs::write(&path, "{ not json").expect("write");
-    assert!(store::load(&dir, &key).is_none());
+    assert!(store::load(&dir, &key, &topo).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writers racing on one device's file (threads of one app, or two apps) each land whole: no
+/// write fails, and what is left is one of the tunings written.
+#[test]
+fn concurrent_saves_all_succeed() {
+    let device = SimDevice::by_name("sd8gen3").expect("device");
+    let topo = device.topology();
+    let mut probe = SimProbe::new(device.clone(), 1);
+    let mut tuner = Tuner::new(&topo, &mut probe, TunerOptions::default(), true);
+    let (fastest, fastest_tokens_per_s) = tuner.fastest().expect("stage 1");
+    let balanced = tuner.search(0.08).expect("balanced");
+    let key = store::device_key("racing phone", &topo);
+    let tuning = store::Tuning {
+        version: store::Tuning::new_version(),
+        key: key.clone(),
+        topology: topo.describe(),
+        fastest,
+        fastest_tokens_per_s,
+        balanced: balanced.clone(),
+        power_saver: balanced,
+        probes: Vec::new(),
+        seconds: 1.0,
+        tuned_at: 0,
+    };
+    let dir = std::env::temp_dir().join(format!("tern-energy-race-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (dir, tuning) = (&dir, &tuning);
+            s.spawn(move || {
+                for n in 0..200u64 {
+                    let mut mine = tuning.clone();
+                    mine.tuned_at = t * 1000 + n;
+                    store::save(dir, &mine).expect("no save fails");
+                }
+            });
+        }
+    });
+    let left = store::load(&dir, &key, &topo).expect("a whole tuning is left");
+    assert!(left.tuned_at % 1000 == 199, "the last save of some writer: {}", left.tuned_at);
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1, "no temporary file is left: {names:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

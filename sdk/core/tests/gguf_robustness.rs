@@ -128,3 +128,36 @@ fn positioned_reads_match_the_mapped_bytes() {
         }
     }
 }
+
+/// What is not a regular file is refused before it is opened or mapped, at once: a directory
+/// (mmap would say "No such device"), a FIFO (opening one blocks until a writer comes), a
+/// device. A watchdog turns a blocked load into a failure instead of a hung test.
+#[test]
+fn paths_that_are_not_files_are_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("tern-paths-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut paths = vec![dir.clone()];
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("model.gguf");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        paths.push(fifo);
+        paths.push("/dev/null".into());
+    }
+    for path in paths {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(Engine::load(&p, EngineOptions::default()).map(drop));
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Err(Error::InvalidOption(msg))) => assert!(msg.contains(&path.display().to_string()), "{msg}"),
+            Ok(other) => panic!("{}: expected InvalidOption, got {other:?}", path.display()),
+            Err(_) => panic!("{}: the load blocked", path.display()),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -224,3 +224,57 @@ fn token_counting() {
     assert_eq!(e.count_tokens("Hello world").expect("count"), 2);
     assert_eq!(e.count_tokens("").expect("count"), 0);
 }
+
+/// A cancel made before `send` is not lost: that request ends at once, cancelled, nothing
+/// generated; it is used up, so the request after it runs normally.
+#[test]
+fn a_cancel_before_send_stops_that_request_only() {
+    let opts = SessionOptions { max_tokens: 8, ..Default::default() };
+    let mut s = Session::new(engine(), opts.clone()).expect("session");
+    s.cancel_handle().cancel();
+    let (ids, _, stats) = collect(s.send("Hello").expect("send"));
+    assert_eq!(stats.finish_reason, FinishReason::Cancelled);
+    assert!(ids.is_empty(), "nothing generated");
+    let (_, _, stats) = collect(s.send("Hello again").expect("send"));
+    assert_ne!(stats.finish_reason, FinishReason::Cancelled, "the cancel was used up");
+    // A request dropped unfinished uses it up too.
+    s.cancel_handle().cancel();
+    drop(s.send("Once more").expect("send"));
+    let (_, _, stats) = collect(s.send("And again").expect("send"));
+    assert_ne!(stats.finish_reason, FinishReason::Cancelled);
+}
+
+/// Cancelling inside a prefill pass stops it between layers, and the session stays consistent:
+/// its next answer is the one a fresh session gives.
+#[test]
+fn a_cancel_during_prefill_leaves_the_session_consistent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let opts = SessionOptions { max_tokens: 6, context_length: Some(2048), ..Default::default() };
+    let long = "The history of the lighthouse keeper and the storm at sea. ".repeat(60);
+    let mut s = Session::new(engine(), opts.clone()).expect("session");
+    let handle = s.cancel_handle();
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&done);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        handle.cancel();
+        flag.store(true, Ordering::SeqCst);
+    });
+    let mut gen = s.send(&long).expect("send");
+    let stats = loop {
+        match gen.next().expect("an event").expect("ok") {
+            Event::Done(stats) => break stats,
+            Event::Token { .. } => {}
+        }
+    };
+    drop(gen);
+    t.join().expect("thread");
+    assert_eq!(stats.finish_reason, FinishReason::Cancelled);
+    assert_eq!(s.messages().len(), 2, "the cancelled request's turn is kept, as documented");
+    // The KV cache holds only whole passes: a question after it answers as in a fresh session.
+    let after = collect(s.send("Who keeps the lighthouse?").expect("send"));
+    let mut fresh = Session::new(engine(), opts).expect("session");
+    fresh.set_messages(s.messages()[..2].to_vec());
+    let want = collect(fresh.send("Who keeps the lighthouse?").expect("send"));
+    assert_eq!(after.0, want.0, "same answer as a session that never ran the cancelled pass");
+}

@@ -104,7 +104,59 @@ impl Part {
     }
 }
 
+/// How often a cancellable download's caller looks at the cancel flag while the transfer
+/// waits on the network.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// What a download's transfer thread tells its caller.
+enum Report {
+    Event(DownloadEvent),
+    Done(Result<PathBuf>),
+}
+
+/// Downloads `spec`. A cancellable download transfers on a thread of its own while the caller
+/// watches the flag, so that a cancel returns at once even while a read waits on a stalled
+/// connection (the transfer thread stops at its next read; what arrived stays for a resume).
 pub(crate) fn fetch(
+    store: &Store,
+    spec: &ModelSpec,
+    url: &str,
+    opts: &DownloadOptions,
+    on_event: &mut dyn FnMut(&DownloadEvent),
+) -> Result<PathBuf> {
+    let Some(cancel) = opts.cancel.clone() else { return fetch_here(store, spec, url, opts, on_event) };
+    let cancelled = || cancel.load(Ordering::Relaxed);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (store, spec, url, opts) = (store.clone(), spec.clone(), url.to_owned(), opts.clone());
+    let worker = std::thread::Builder::new()
+        .name("tern-download".into())
+        .spawn(move || {
+            let events = tx.clone();
+            let r = fetch_here(&store, &spec, &url, &opts, &mut |e| {
+                let _ = events.send(Report::Event(e.clone()));
+            });
+            let _ = tx.send(Report::Done(r));
+        })
+        .map_err(|e| StoreError::Network(format!("cannot start the download thread: {e}")))?;
+    loop {
+        if cancelled() {
+            return Err(StoreError::Cancelled);
+        }
+        match rx.recv_timeout(CANCEL_POLL) {
+            Ok(Report::Event(e)) => on_event(&e),
+            Ok(Report::Done(r)) => {
+                let _ = worker.join();
+                return r;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(StoreError::Network("the download thread stopped without a result".into()))
+            }
+        }
+    }
+}
+
+fn fetch_here(
     store: &Store,
     spec: &ModelSpec,
     url: &str,
@@ -177,10 +229,7 @@ fn transfer(
     if part.len > 0 {
         request = request.header("Range", format!("bytes={}-", part.len));
     }
-    let mut response = request.call().map_err(|e| match e {
-        ureq::Error::BadUri(_) | ureq::Error::Http(_) => Failure::Fatal(StoreError::Network(e.to_string())),
-        e => Failure::Transient(StoreError::Network(e.to_string())),
-    })?;
+    let mut response = request.call().map_err(classify)?;
     let status = response.status().as_u16();
     match status {
         206 => {
@@ -247,6 +296,26 @@ fn transfer(
         return Err(Failure::Transient(StoreError::Network("the connection closed early".into())));
     }
     Ok(())
+}
+
+/// A failed request: a broken or slow connection is worth resuming; a server that cannot give
+/// the file (redirects without end, an answer that is not HTTP, headers past the limit) is
+/// reported as what it is, not as an interrupted download.
+fn classify(e: ureq::Error) -> Failure {
+    use ureq::Error as E;
+    match e {
+        E::TooManyRedirects | E::RedirectFailed => {
+            Failure::Fatal(StoreError::BadResponse(format!("the server's redirects do not end in the file ({e})")))
+        }
+        E::LargeResponseHeader(..) => {
+            Failure::Fatal(StoreError::BadResponse(format!("the response's headers are too large ({e})")))
+        }
+        E::Protocol(_) => Failure::Fatal(StoreError::BadResponse(format!("the answer is not HTTP ({e})"))),
+        E::Timeout(_) | E::Io(_) | E::ConnectionFailed | E::HostNotFound | E::BodyStalled => {
+            Failure::Transient(StoreError::Network(e.to_string()))
+        }
+        e => Failure::Fatal(StoreError::Network(e.to_string())),
+    }
 }
 
 /// `bytes START-END/TOTAL` → (START, TOTAL), TOTAL `None` for `*`.

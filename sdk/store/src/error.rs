@@ -25,6 +25,11 @@ pub enum StoreError {
     #[error("network error: {0}")]
     Network(String),
 
+    /// The server answered, but not with the file: redirects without end, an answer that is
+    /// not HTTP, headers past the size limit.
+    #[error("the server's response cannot be used: {0}")]
+    BadResponse(String),
+
     /// The connection broke more often than the retries allow; what arrived is kept and the next
     /// download of the model resumes from it.
     #[error("download interrupted at {downloaded} of {total} bytes (it resumes on the next attempt)")]

@@ -24,6 +24,14 @@ struct Behaviour {
     ignore_range: bool,
     /// Answer every request with this status and no body.
     status: Option<u16>,
+    /// Send the head and this many body bytes, then nothing more for 30 s (a stalled read).
+    stall_after: Option<usize>,
+    /// Answer every request with a redirect to itself.
+    redirect_loop: bool,
+    /// Answer with bytes that are not HTTP.
+    garbage: bool,
+    /// Send a response header this large.
+    huge_header: Option<usize>,
 }
 
 /// A one-file HTTP/1.1 server on 127.0.0.1 that serves `data` and records each request's Range
@@ -76,6 +84,20 @@ fn serve(mut stream: TcpStream, data: &[u8], b: &Behaviour, first: bool, log: &M
         }
     }
     log.lock().expect("lock").push(range.clone());
+    if b.redirect_loop {
+        let _ = write!(stream, "HTTP/1.1 302 Found\r\nLocation: /model.gguf\r\nContent-Length: 0\r\n\r\n");
+        return;
+    }
+    if b.garbage {
+        let _ = stream.write_all(b"\x00\x01garbage that is no status line\r\n\r\n");
+        return;
+    }
+    if let Some(n) = b.huge_header {
+        let _ = write!(stream, "HTTP/1.1 200 OK\r\nX-Filler: ");
+        let _ = stream.write_all(&vec![b'a'; n]);
+        let _ = write!(stream, "\r\nContent-Length: {}\r\n\r\n", data.len());
+        return;
+    }
     if let Some(status) = b.status {
         let _ = write!(stream, "HTTP/1.1 {status} Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return;
@@ -100,6 +122,12 @@ fn serve(mut stream: TcpStream, data: &[u8], b: &Behaviour, first: bool, log: &M
         None => format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()),
     };
     let _ = stream.write_all(head.as_bytes());
+    if let Some(n) = b.stall_after {
+        let _ = stream.write_all(&body[..n.min(body.len())]);
+        let _ = stream.flush();
+        std::thread::sleep(Duration::from_secs(30));
+        return;
+    }
     match b.drop_first_after {
         Some(n) if first => {
             let _ = stream.write_all(&body[..n.min(body.len())]);
@@ -346,5 +374,50 @@ fn manifest_matches_the_test_models() {
         spec.validate().expect("valid");
         let line = sums.lines().find(|l| l.ends_with(&format!("  {}", spec.file_name))).expect("listed");
         assert_eq!(line.split_whitespace().next(), Some(spec.sha256.as_str()), "{}", spec.file_name);
+    }
+}
+
+/// A cancel while a read waits on a stalled connection returns at once, not after the stall
+/// timeout (10 s here); the bytes that arrived stay for a resume.
+#[test]
+fn cancel_during_a_stalled_read_returns_at_once() {
+    let (data, spec) = model();
+    let server = Server::start(data, Behaviour { stall_after: Some(4096), ..Default::default() });
+    let store = temp_store("stall-cancel");
+    let cancel = Arc::new(AtomicBool::new(false));
+    let opts = DownloadOptions { cancel: Some(cancel.clone()), ..quick(0) };
+    let flag = Arc::clone(&cancel);
+    let cancelled_at = Arc::new(Mutex::new(None));
+    let at = Arc::clone(&cancelled_at);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        *at.lock().expect("lock") = Some(std::time::Instant::now());
+        flag.store(true, Ordering::Relaxed);
+    });
+    let r = store.download(&spec, &server.url, &opts, &mut |_| {});
+    let returned = std::time::Instant::now();
+    t.join().expect("thread");
+    assert!(matches!(r, Err(StoreError::Cancelled)), "{r:?}");
+    let latency = returned - cancelled_at.lock().expect("lock").expect("cancelled");
+    eprintln!("cancel during a stalled read returned after {:.1} ms", latency.as_secs_f64() * 1e3);
+    assert!(latency < Duration::from_secs(5), "returned only after {latency:?} (the stall timeout is 10 s)");
+}
+
+/// Servers that cannot give the file say so, instead of "download interrupted … resumes".
+#[test]
+fn broken_servers_get_their_own_messages() {
+    let (data, spec) = model();
+    for (name, behaviour, says) in [
+        ("redirects", Behaviour { redirect_loop: true, ..Default::default() }, "redirects"),
+        ("garbage", Behaviour { garbage: true, ..Default::default() }, "not HTTP"),
+        ("header", Behaviour { huge_header: Some(1 << 20), ..Default::default() }, "headers are too large"),
+    ] {
+        let server = Server::start(Arc::clone(&data), behaviour);
+        let store = temp_store(&format!("broken-{name}"));
+        let r = download(&store, &spec, &server.url, &quick(2)).0;
+        match r {
+            Err(e @ StoreError::BadResponse(_)) => assert!(e.to_string().contains(says), "{name}: {e}"),
+            other => panic!("{name}: expected BadResponse, got {other:?}"),
+        }
     }
 }

@@ -54,7 +54,7 @@ impl EnergyControl {
     pub fn with_parts(options: EnergyOptions, topology: CpuTopology, meter: Arc<dyn EnergyMeter>) -> EnergyControl {
         let name = options.device_name.clone().unwrap_or_else(|| topology.soc.clone());
         let key = store::device_key(&name, &topology);
-        let tuning = options.tuning_dir.as_deref().and_then(|d| store::load(d, &key));
+        let tuning = options.tuning_dir.as_deref().and_then(|d| store::load(d, &key, &topology));
         let state = State { mode: options.mode.clone(), device: DeviceState::default(), tuning };
         EnergyControl { topology, key, options, meter, state: Mutex::new(state) }
     }

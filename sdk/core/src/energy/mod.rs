@@ -43,6 +43,18 @@ pub enum EnergyMode {
     Custom { prefill: CoreSelection, decode: CoreSelection },
 }
 
+impl EnergyMode {
+    /// A custom mode's selections must name online CPUs ([`CoreSelection::validate`]):
+    /// [`crate::Error::InvalidOption`] otherwise.
+    pub fn validate(&self) -> crate::Result<()> {
+        if let EnergyMode::Custom { prefill, decode } = self {
+            prefill.validate()?;
+            decode.validate()?;
+        }
+        Ok(())
+    }
+}
+
 /// The phone's thermal state as the OS reports it (iOS `ProcessInfo.ThermalState`; Android
 /// `PowerManager` thermal status: NONE/LIGHT → Nominal/Fair, MODERATE → Fair, SEVERE → Serious,
 /// CRITICAL and above → Critical).

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::tuner::{Choice, ProbeRecord};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WriteOp};
 use crate::runtime::{CoreSelection, CpuTopology};
 
 /// Bumped when the meaning of stored fields changes; older files are then ignored.
@@ -48,28 +48,45 @@ pub fn path_for(dir: &Path, key: &str) -> PathBuf {
     dir.join(format!("tern-energy-{hash:016x}.json"))
 }
 
-/// The stored tuning for `key`, if there is one of this format; a missing, unreadable or foreign
-/// file is None (the engine tunes again and overwrites it).
-pub fn load(dir: &Path, key: &str) -> Option<Tuning> {
-    let text = std::fs::read_to_string(path_for(dir, key)).ok()?;
+/// The stored tuning for `key` on `topology`, if there is one of this format; a missing,
+/// unreadable, foreign or damaged file is None (the engine tunes again and overwrites it). A
+/// selection naming a core the topology does not have is damage too: such ids never reach the
+/// OS.
+pub fn load(dir: &Path, key: &str, topology: &CpuTopology) -> Option<Tuning> {
+    // No tuning is anywhere near this size: a larger file is not read into memory.
+    const MAX_FILE_BYTES: u64 = 16 << 20;
+    let path = path_for(dir, key);
+    if std::fs::metadata(&path).ok()?.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
     let t: Tuning = serde_json::from_str(&text).ok()?;
-    (t.version == FORMAT_VERSION && t.key == key).then_some(t)
+    (t.version == FORMAT_VERSION && t.key == key && t.fits(topology)).then_some(t)
 }
 
-/// Writes `tuning` atomically (a temporary file renamed over the old one).
+/// Writes `tuning` atomically: a temporary file of this writer's own, renamed over the old one.
+/// Writers racing on one key each land whole; the last rename wins (a tuning replaces the
+/// previous one, nothing is merged).
 pub fn save(dir: &Path, tuning: &Tuning) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_owned(), source })?;
+    std::fs::create_dir_all(dir).map_err(Error::write(WriteOp::CreateDir, dir))?;
     let path = path_for(dir, &tuning.key);
-    let tmp = path.with_extension("json.tmp");
     let text =
         serde_json::to_string_pretty(tuning).map_err(|e| Error::Energy(format!("cannot encode the tuning: {e}")))?;
-    std::fs::write(&tmp, text).map_err(|source| Error::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, &path).map_err(|source| Error::Io { path: path.clone(), source })?;
+    crate::files::replace(&path, text.as_bytes())?;
     Ok(path)
 }
 
 impl Tuning {
     pub fn new_version() -> u32 {
         FORMAT_VERSION
+    }
+
+    /// Whether every selection it applies runs on cores of `topology` (and thread counts are
+    /// in range).
+    pub fn fits(&self, topology: &CpuTopology) -> bool {
+        [&self.fastest, &self.balanced.selection, &self.power_saver.selection].iter().all(|s| match s {
+            CoreSelection::Cores(ids) => !ids.is_empty() && ids.iter().all(|&id| topology.core(id).is_some()),
+            threads => threads.validate().is_ok(),
+        })
     }
 }

@@ -11,6 +11,7 @@ pub use value::{ArrayValue, Value, ValueType};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::quant::GgmlType;
@@ -22,10 +23,12 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 const MAX_DIMS: u32 = 4;
 
 /// Where the bytes live: a read-only map of the model file (and the file, for reads that
-/// bypass the map), or memory (tests, fuzzing).
+/// bypass the map), or memory (tests, fuzzing): owned, or the first `len` bytes of an image
+/// shared with the caller.
 enum Storage {
     Mapped { map: memmap2::Mmap, file: File },
     Owned(Vec<u8>),
+    Shared { image: Arc<[u8]>, len: usize },
 }
 
 impl Storage {
@@ -33,6 +36,7 @@ impl Storage {
         match self {
             Storage::Mapped { map, .. } => map,
             Storage::Owned(v) => v,
+            Storage::Shared { image, len } => &image[..*len],
         }
     }
 }
@@ -77,11 +81,18 @@ impl GgufFile {
     /// Maps the file read-only and parses it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| match e.kind() {
+        let not_found = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::NotFound => Error::FileNotFound { path: path.to_owned() },
             _ => Error::Io { path: path.to_owned(), source: e },
-        })?;
-        let len = file.metadata().map_err(|e| Error::Io { path: path.to_owned(), source: e })?.len();
+        };
+        // A directory, FIFO or device is refused before it is opened: opening a FIFO blocks
+        // until a writer comes, and a device has no length to map.
+        regular_file(path, &std::fs::metadata(path).map_err(not_found)?)?;
+        let file = open_nonblocking(path).map_err(not_found)?;
+        let meta = file.metadata().map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+        // Checked again on the handle: the path may have been replaced in between.
+        regular_file(path, &meta)?;
+        let len = meta.len();
         if len == 0 {
             // mmap of an empty file fails on some platforms; it is a truncated file either way.
             return Err(Error::Truncated { what: "header".into(), start: 0, end: 4, len: 0 });
@@ -95,6 +106,15 @@ impl GgufFile {
     /// Parses a GGUF image held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Self> {
         Self::parse(Storage::Owned(bytes))
+    }
+
+    /// Parses the first `len` bytes (at most the image's length) of an image the caller keeps
+    /// a handle to: a fuzzer mutates one copy of a large model between loads instead of copying
+    /// it for each (`Arc::get_mut` succeeds again once the file and what was built from it are
+    /// dropped).
+    pub fn from_shared(image: Arc<[u8]>, len: usize) -> Result<Self> {
+        let len = len.min(image.len());
+        Self::parse(Storage::Shared { image, len })
     }
 
     fn parse(storage: Storage) -> Result<Self> {
@@ -308,6 +328,28 @@ impl GgufFile {
             let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, lo - base, hi - lo) };
         }
     }
+}
+
+/// Refuses what is not a regular file (after symlinks), naming what it is.
+fn regular_file(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
+    Err(Error::InvalidOption(format!("model path {} is {what}", path.display())))
+}
+
+/// Opens for reading without waiting: where the path became a FIFO after it was checked, the
+/// open returns at once instead of blocking until a writer comes.
+fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    opts.open(path)
 }
 
 fn type_error(key: &str, expected: &'static str, found: &Value) -> Error {

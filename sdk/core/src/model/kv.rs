@@ -186,6 +186,17 @@ impl KvCache {
         self.len = if self.states.is_empty() { len } else { self.checkpoints.restore(len, &mut self.states) };
     }
 
+    /// The length [`KvCache::truncate`]`(len)` would leave, without changing anything.
+    pub fn rollback_len(&self, len: usize) -> usize {
+        if len >= self.len || self.states.is_empty() {
+            return len.min(self.len);
+        }
+        match &self.tree {
+            Some(tree) if len >= tree.base => tree.base,
+            _ => self.checkpoints.longest_at_most(len),
+        }
+    }
+
     /// Saves the state layers' state at the current length, so that [`KvCache::truncate`]
     /// can come back to it (a turn boundary: the next turn starts from here). Costs a copy of
     /// the states (none without state layers); the newest few are kept.
@@ -227,6 +238,18 @@ impl KvCache {
         if let Some(base) = self.tree.as_ref().map(|t| t.base) {
             self.truncate(base);
         }
+    }
+
+    /// A pass that started at `pos0` stopped part way (cancelled): keys and values past `pos0`
+    /// are simply not counted, but state layers may have advanced, so they go back to the
+    /// longest checkpoint at most `pos0`, and [`KvCache::len`] says where that is.
+    pub(crate) fn abandon_pass(&mut self, pos0: usize) {
+        if self.states.is_empty() {
+            return;
+        }
+        self.tree = None;
+        self.states.iter_mut().for_each(ConvState::drop_tree);
+        self.len = self.checkpoints.restore(pos0.min(self.len), &mut self.states);
     }
 
     /// The state of layer `layer`, if it keeps one besides keys and values.

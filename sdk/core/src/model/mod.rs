@@ -19,7 +19,7 @@ pub use scratch::Scratch;
 pub use state::{ConvShape, LayerCache};
 pub use weights::Matrix;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -276,7 +276,23 @@ impl Model {
         tokens: &[u32],
         want: Logits,
     ) -> Result<()> {
-        self.run(pool, kv, scratch, tokens, None, want)
+        self.run(pool, kv, scratch, tokens, None, want, None)
+    }
+
+    /// [`Model::forward`] that stops between layers once `stop` is set: [`Error::Cancelled`],
+    /// and the cache keeps the length it had (what the stopped pass wrote past it is
+    /// overwritten by the next). A pass that is not stopped computes exactly what `forward`
+    /// does.
+    pub fn forward_unless(
+        &self,
+        pool: &ThreadPool,
+        kv: &mut KvCache,
+        scratch: &mut Scratch,
+        tokens: &[u32],
+        want: Logits,
+        stop: &AtomicBool,
+    ) -> Result<()> {
+        self.run(pool, kv, scratch, tokens, None, want, Some(stop))
     }
 
     /// Runs a tree of tokens after the cached sequence in one pass (speculative verification).
@@ -306,7 +322,7 @@ impl Model {
         if let Some(i) = parents.iter().enumerate().position(|(i, p)| p.is_some_and(|p| p >= i)) {
             return Err(Error::InvalidOption(format!("token tree: the parent of token {i} does not come before it")));
         }
-        self.run(pool, kv, scratch, tokens, Some(parents), want)
+        self.run(pool, kv, scratch, tokens, Some(parents), want, None)
     }
 
     fn run(
@@ -317,7 +333,9 @@ impl Model {
         tokens: &[u32],
         tree: Option<&[Option<usize>]>,
         want: Logits,
+        stop: Option<&AtomicBool>,
     ) -> Result<()> {
+        let stopped = || stop.is_some_and(|s| s.load(Ordering::Acquire));
         let c = &self.config;
         let n = tokens.len();
         kv.begin_pass();
@@ -368,7 +386,15 @@ impl Model {
         let exec = Exec { pool, kernels: k, file };
         let mut p = Pass { exec, kv: &mut *kv, ropes: &self.ropes, s: &mut *s, n, d, pos0, tokens };
         for layer in self.prelude.iter().chain(&self.layers) {
+            if stopped() {
+                p.kv.abandon_pass(pos0);
+                return Err(Error::Cancelled);
+            }
             layer.forward(&mut p);
+        }
+        if stopped() {
+            kv.abandon_pass(pos0);
+            return Err(Error::Cancelled);
         }
         kv.set_len(pos0 + n);
         if let Some(parents) = tree {

@@ -181,6 +181,11 @@ impl Checkpoints {
         *at
     }
 
+    /// The length [`Checkpoints::restore`] would go back to.
+    pub fn longest_at_most(&self, len: usize) -> usize {
+        self.saved.iter().rev().map(|(l, _)| *l).find(|&l| l <= len).unwrap_or(0)
+    }
+
     pub fn clear(&mut self) {
         self.saved.clear();
     }

@@ -6,7 +6,8 @@ mod pool;
 mod topology;
 
 pub use affinity::{
-    current_thread_cores, pin_current_thread, pinning_supported, process_cpu_time, CoreSelection, SavedAffinity,
+    current_thread_cores, online_cpus, pin_current_thread, pinning_supported, process_cpu_time, CoreSelection,
+    SavedAffinity, MAX_SELECTION_THREADS,
 };
 pub use pool::{Split, ThreadPool};
 pub use topology::{parse_cpu_list, Cluster, CpuCore, CpuPart, CpuTopology};

@@ -128,11 +128,17 @@ pub enum Event {
     Done(Stats),
 }
 
-/// Stops the generation in progress of one session, from any thread.
+/// Stops a session's request from any thread.
 #[derive(Debug, Clone)]
 pub struct CancelHandle(Arc<AtomicBool>);
 
 impl CancelHandle {
+    /// Cancels the request in flight, or, when none is, the session's next one: a cancel made
+    /// just before `send` is not lost, that request ends at once with
+    /// [`FinishReason::Cancelled`] and nothing generated. Each cancel is used up by the one
+    /// request it ends (or that ends while it is pending), so it never reaches a later one.
+    /// Prefill stops between layers, decode between tokens: well within 200 ms on the models
+    /// tested (`examples/cancel_latency.rs`).
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Release);
     }
@@ -294,8 +300,7 @@ impl Session {
     fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
         let ids = self.prompt_ids(&message)?;
         self.check_fits(ids.len())?;
-        self.messages.push(message);
-        self.start(ids, true)
+        self.start(ids, Some(message))
     }
 
     /// The token ids sending `message` now would prefill: the whole conversation rendered by the
@@ -354,7 +359,7 @@ impl Session {
             return Err(Error::InvalidOption(format!("token id {bad} is outside the vocabulary ({vocab})")));
         }
         self.check_fits(ids.len())?;
-        self.start(ids.to_vec(), false)
+        self.start(ids.to_vec(), None)
     }
 
     fn check_fits(&self, prompt_len: usize) -> Result<()> {
@@ -365,18 +370,21 @@ impl Session {
         Ok(())
     }
 
-    fn start(&mut self, prompt: Vec<u32>, chat: bool) -> Result<Generation<'_>> {
-        self.cancel.store(false, Ordering::Release);
+    /// Starts a request: `message` (chat) joins the conversation only once nothing can refuse
+    /// the request any more, so a refused request leaves the session as it was.
+    fn start(&mut self, prompt: Vec<u32>, message: Option<Message>) -> Result<Generation<'_>> {
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
         let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
-        // A cache with state layers goes back to its nearest saved length at most that.
-        self.kv.truncate(common.min(prompt.len() - 1));
-        let keep = self.kv.len().min(self.cached.len());
-        self.cached.truncate(keep);
+        // A cache with state layers can only go back to a saved length: the nearest at most that.
+        let keep = self.kv.rollback_len(common.min(prompt.len() - 1).min(self.cached.len()));
         if let Some(spec) = &mut self.spec {
             spec.begin(&self.engine, &prompt, keep)?;
         }
+        self.cached.truncate(keep);
+        self.kv.truncate(keep);
+        let chat = message.is_some();
+        self.messages.extend(message);
         let stop = StopMatcher::new(self.opts.stop.clone());
         // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
         self.tool_call = None;
@@ -468,9 +476,11 @@ impl Generation<'_> {
     }
 
     /// Feeds `tokens` to the model after what is cached; logits of the last one are ready after.
+    /// A pass stops between layers when the request is cancelled ([`Error::Cancelled`]; the
+    /// cache then holds what it held before the pass).
     fn feed(&mut self, tokens: &[u32], want: Logits) -> Result<()> {
         let s = &mut *self.session;
-        s.engine.model().forward(s.engine.pool(), &mut s.kv, &mut s.scratch, tokens, want)?;
+        s.engine.model().forward_unless(s.engine.pool(), &mut s.kv, &mut s.scratch, tokens, want, &s.cancel)?;
         s.cached.extend_from_slice(tokens);
         Ok(())
     }
@@ -509,7 +519,13 @@ impl Generation<'_> {
             } else {
                 Logits::None
             };
-            self.feed(chunk, want)?;
+            match self.feed(chunk, want) {
+                Err(Error::Cancelled) => {
+                    cancelled = true;
+                    break;
+                }
+                other => other?,
+            }
             if calibrate {
                 let s = &mut *self.session;
                 if let Some(spec) = &mut s.spec {
@@ -573,6 +589,8 @@ impl Generation<'_> {
             }
         }
         self.state = State::Finished;
+        // This request used up any cancel made for it.
+        s.cancel.store(false, Ordering::Release);
         let constraint_time = s.sampler.constraint().map_or(Duration::ZERO, |c| c.time().total);
         let prefilled = self.prompt_tokens - self.cached_tokens;
         let speculation = self.speculation_stats();
@@ -628,7 +646,10 @@ impl Generation<'_> {
                         return self.speculative_step(next);
                     }
                     let t0 = Instant::now();
-                    self.feed(&[next], Logits::Last)?;
+                    match self.feed(&[next], Logits::Last) {
+                        Err(Error::Cancelled) => return Ok(self.finish(FinishReason::Cancelled)),
+                        other => other?,
+                    }
                     let id = self.sample();
                     self.decode_time += t0.elapsed();
                     self.decode_steps += 1;
@@ -676,6 +697,15 @@ fn rate(n: usize, t: Duration) -> f64 {
     }
 }
 
+impl Drop for Generation<'_> {
+    fn drop(&mut self) {
+        // A request dropped before its end uses up a pending cancel too.
+        if !matches!(self.state, State::Finished) {
+            self.session.cancel.store(false, Ordering::Release);
+        }
+    }
+}
+
 impl Iterator for Generation<'_> {
     type Item = Result<Event>;
 
@@ -690,6 +720,7 @@ impl Iterator for Generation<'_> {
             Ok(ev) => Some(Ok(ev)),
             Err(e) => {
                 self.state = State::Finished;
+                self.session.cancel.store(false, Ordering::Release);
                 Some(Err(e))
             }
         }

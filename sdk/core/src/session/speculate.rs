@@ -75,9 +75,19 @@ impl Speculator {
     pub(super) fn begin(&mut self, engine: &Engine, prompt: &[u32], keep: usize) -> Result<()> {
         if let Some(scope) = &self.opts.history {
             let version = scope.store.version(&scope.key);
-            if version == 0 || self.history.as_ref().is_none_or(|(v, _)| *v != version) {
-                let ids = scope.store.token_ids(&scope.key, engine.tokenizer())?;
-                self.history = Some((scope.store.version(&scope.key), ids));
+            let stale = version == 0
+                || scope.store.changed_on_disk(&scope.key)
+                || self.history.as_ref().is_none_or(|(v, _)| *v != version);
+            if stale {
+                // Drafts are an optimisation: a history that cannot be read drafts nothing
+                // this time, it does not refuse the request.
+                self.history = match scope.store.token_ids(&scope.key, engine.tokenizer()) {
+                    Ok(ids) => Some((scope.store.version(&scope.key), ids)),
+                    Err(e) => {
+                        log::warn!("history scope not used for drafting: {e}");
+                        None
+                    }
+                };
             }
         }
         let sources = self.history.as_ref().map_or(&[][..], |(_, s)| s.as_slice());
