@@ -25,9 +25,15 @@ macro_rules! tensor_types {
                 Q4_0 = 2: BlockQ4_0, Q8_0, dequantize_row_q4_0, vec_dot_q4_0_q8_0;
                 Q4_1 = 3: BlockQ4_1, Q8_1, dequantize_row_q4_1, vec_dot_q4_1_q8_1;
                 Q5_0 = 6: BlockQ5_0, Q8_0, dequantize_row_q5_0, vec_dot_q5_0_q8_0;
+                Q5_1 = 7: BlockQ5_1, Q8_1, dequantize_row_q5_1, vec_dot_q5_1_q8_1;
                 Q8_0 = 8: BlockQ8_0, Q8_0, dequantize_row_q8_0, vec_dot_q8_0_q8_0;
+                Q2_K = 10: BlockQ2K, Q8_K, dequantize_row_q2_k, vec_dot_q2_k_q8_k;
+                Q3_K = 11: BlockQ3K, Q8_K, dequantize_row_q3_k, vec_dot_q3_k_q8_k;
                 Q4_K = 12: BlockQ4K, Q8_K, dequantize_row_q4_k, vec_dot_q4_k_q8_k;
+                Q5_K = 13: BlockQ5K, Q8_K, dequantize_row_q5_k, vec_dot_q5_k_q8_k;
                 Q6_K = 14: BlockQ6K, Q8_K, dequantize_row_q6_k, vec_dot_q6_k_q8_k;
+                IQ4_NL = 20: BlockIq4Nl, Q8_0, dequantize_row_iq4_nl, vec_dot_iq4_nl_q8_0;
+                IQ4_XS = 23: BlockIq4Xs, Q8_K, dequantize_row_iq4_xs, vec_dot_iq4_xs_q8_k;
             }
             activations {
                 Q8_1 = 9: BlockQ8_1, dequantize_row_q8_1;
@@ -75,12 +81,15 @@ macro_rules! define_types {
         /// Number of [`GgmlType`]s (the size of a kernel table).
         pub const N_TYPES: usize = [$(GgmlType::$W,)* $(GgmlType::$A,)*].len();
 
+        /// Number of weight types.
+        pub const N_WEIGHTS: usize = [$(GgmlType::$W,)*].len();
+
         impl GgmlType {
             /// Every type, weights first.
             pub const ALL: [GgmlType; N_TYPES] = [$(GgmlType::$W,)* $(GgmlType::$A,)*];
 
             /// The weight types (those with a dot product).
-            pub const WEIGHTS: &'static [GgmlType] = &[$(GgmlType::$W,)*];
+            pub const WEIGHTS: [GgmlType; N_WEIGHTS] = [$(GgmlType::$W,)*];
 
             pub fn from_id(id: u32) -> Option<Self> {
                 match id {
