@@ -23,6 +23,12 @@ pub(super) const fn avx2_rows(k: Kernels) -> Kernels {
         Q8_0 => vec_dot_q8_0_q8_0, mat_vec_q8_0_q8_0;
         Q4_K => vec_dot_q4_k_q8_k, mat_vec_q4_k_q8_k;
         Q6_K => vec_dot_q6_k_q8_k, mat_vec_q6_k_q8_k;
+        Q5_1 => vec_dot_q5_1_q8_1, mat_vec_q5_1_q8_1;
+        Q2_K => vec_dot_q2_k_q8_k, mat_vec_q2_k_q8_k;
+        Q3_K => vec_dot_q3_k_q8_k, mat_vec_q3_k_q8_k;
+        Q5_K => vec_dot_q5_k_q8_k, mat_vec_q5_k_q8_k;
+        IQ4_NL => vec_dot_iq4_nl_q8_0, mat_vec_iq4_nl_q8_0;
+        IQ4_XS => vec_dot_iq4_xs_q8_k, mat_vec_iq4_xs_q8_k;
     }
     // Dedicated 4-token kernels: each weight block is decoded once for four tokens.
     simd_mat_mat! { k;
@@ -32,6 +38,7 @@ pub(super) const fn avx2_rows(k: Kernels) -> Kernels {
         Q8_0 => mat_mat_q8_0_q8_0;
         Q4_K => mat_mat_q4_k_q8_k;
         Q6_K => mat_mat_q6_k_q8_k;
+        IQ4_NL => mat_mat_iq4_nl_q8_0;
     }
     k
 }
