@@ -6,9 +6,9 @@
 
 use half::{bf16, f16};
 
-/// Elements per block of the 32-element formats (Q4_0, Q4_1, Q5_0, Q8_0, Q8_1).
+/// Elements per block of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL).
 pub const QK: usize = 32;
-/// Elements per super-block of the k-quants (Q4_K, Q6_K, Q8_K).
+/// Elements per super-block of the k-quants (Q2_K..Q6_K, Q8_K) and IQ4_XS.
 pub const QK_K: usize = 256;
 
 /// `scale = d * q` with `q = nibble - 8`. Elements `0..16` are the low nibbles of `qs`,
@@ -89,6 +89,76 @@ pub struct BlockQ8K {
     pub bsums: [i16; QK_K / 16],
 }
 
+/// `x = d * q + m`, `q` 5 bits: the nibble from `qs` (Q4_0 order) plus bit `j` of the
+/// little-endian `qh` word as bit 4 of element `j` (as Q5_0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ5_1 {
+    pub d: f16,
+    pub m: f16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+/// ggml's non-linear 4-bit grid of IQ4_NL and IQ4_XS: a nibble `k` stands for `KVALUES_IQ4NL[k]`.
+pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// `x = d * KVALUES_IQ4NL[nibble]`, nibbles in Q4_0's order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIq4Nl {
+    pub d: f16,
+    pub qs: [u8; QK / 2],
+}
+
+/// 8 sub-blocks of 32: `x = d * (ls[j] - 32) * KVALUES_IQ4NL[nibble]`, `ls` 6 bits: the low 4 in
+/// nibble `j % 2` of `scales_l[j / 2]`, the top 2 in bits `2j..2j+2` of `scales_h`. Sub-block
+/// `j`'s nibbles are `qs[16j..16j+16]`, in Q4_0's order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIq4Xs {
+    pub d: f16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// 16 sub-blocks of 16: `x = d * (sc[j] & 15) * q - dmin * (sc[j] >> 4)`, `q` 2 bits. In each
+/// 128-element half `h`, element `128h + 32k + l` is bits `2k..2k+2` of `qs[32h + l]`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+    pub dmin: f16,
+}
+
+/// 16 sub-blocks of 16: `x = d * (sc[j] - 32) * (q - 4)`, `q` 3 bits: 2 low bits in `qs` (as
+/// Q2_K), the third from `hmask` (bit `k` of `hmask[l]` for element `32k + l`; a clear bit
+/// subtracts 4). The 6-bit scales are packed in `scales` (see [`q3k_scales`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: f16,
+}
+
+/// 8 sub-blocks of 32: `x = d * sc[j] * q - dmin * m[j]` with Q4_K's scales and nibble order,
+/// `q` 5 bits: the fifth bit of element `64g + l` (`l < 32`) is bit `2g` of `qh[l]`, that of
+/// element `64g + 32 + l` bit `2g + 1`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
 // Sizes from ggml's static asserts; any padding here would break both GGUF reads and the
 // plain-old-data contract of `Block`.
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
@@ -99,6 +169,13 @@ const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 const _: () = assert!(size_of::<BlockQ4K>() == 144);
 const _: () = assert!(size_of::<BlockQ6K>() == 210);
 const _: () = assert!(size_of::<BlockQ8K>() == 292);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(align_of::<BlockQ3K>() == 2 && align_of::<BlockIq4Xs>() == 2);
 const _: () = assert!(align_of::<BlockQ4_0>() == 2 && align_of::<BlockQ6K>() == 2);
 const _: () = assert!(align_of::<BlockQ8K>() == 4);
 const _: () = assert!(size_of::<f16>() == 2 && size_of::<bf16>() == 2);
@@ -145,6 +222,12 @@ impl_block! {
     BlockQ4K => QK_K,
     BlockQ6K => QK_K,
     BlockQ8K => QK_K,
+    BlockQ5_1 => QK,
+    BlockIq4Nl => QK,
+    BlockIq4Xs => QK_K,
+    BlockQ2K => QK_K,
+    BlockQ3K => QK_K,
+    BlockQ5K => QK_K,
 }
 
 /// Views `bytes` as blocks without copying. `None` when the length is not a whole number of
@@ -214,4 +297,35 @@ pub fn q4k_scales_mins(s: &[u8; 12]) -> [u8; 16] {
     out[8..12].copy_from_slice(&mn_lo.to_le_bytes());
     out[12..16].copy_from_slice(&mn_hi.to_le_bytes());
     out
+}
+
+/// The sixteen 6-bit Q3_K scales, offset by -32 (ggml's `kmask1`/`kmask2` unpacking): scale `j`
+/// takes its low 4 bits from nibble `j / 8` of `scales[j % 8]` and its top 2 bits from bits
+/// `2 (j / 4)..` of `scales[8 + j % 4]`.
+#[inline]
+pub fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
+    const KMASK1: u32 = 0x0303_0303;
+    const KMASK2: u32 = 0x0f0f_0f0f;
+    let a0 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    let a1 = u32::from_le_bytes([s[4], s[5], s[6], s[7]]);
+    let tmp = u32::from_le_bytes([s[8], s[9], s[10], s[11]]);
+    let words = [
+        (a0 & KMASK2) | ((tmp & KMASK1) << 4),
+        (a1 & KMASK2) | (((tmp >> 2) & KMASK1) << 4),
+        ((a0 >> 4) & KMASK2) | (((tmp >> 4) & KMASK1) << 4),
+        ((a1 >> 4) & KMASK2) | (((tmp >> 6) & KMASK1) << 4),
+    ];
+    let mut out = [0i8; 16];
+    for (i, w) in words.iter().enumerate() {
+        for (j, b) in w.to_le_bytes().iter().enumerate() {
+            out[4 * i + j] = *b as i8 - 32;
+        }
+    }
+    out
+}
+
+/// The 6-bit scale of IQ4_XS sub-block `j` (0..8), before its -32 offset.
+#[inline]
+pub fn iq4xs_scale(b: &BlockIq4Xs, j: usize) -> u8 {
+    ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((((b.scales_h >> (2 * j)) & 3) as u8) << 4)
 }

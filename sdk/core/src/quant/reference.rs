@@ -127,6 +127,96 @@ pub fn dequantize_row_q6_k(w: &[BlockQ6K], out: &mut [f32]) {
     }
 }
 
+pub fn dequantize_row_q5_1(w: &[BlockQ5_1], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let (d, m) = (b.d.to_f32(), b.m.to_f32());
+        let qh = u32::from_le_bytes(b.qh);
+        for j in 0..QK / 2 {
+            let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+            let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+            y[j] = ((b.qs[j] & 0x0F) | xh0) as f32 * d + m;
+            y[j + QK / 2] = ((b.qs[j] >> 4) | xh1) as f32 * d + m;
+        }
+    }
+}
+
+pub fn dequantize_row_iq4_nl(w: &[BlockIq4Nl], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
+        let d = b.d.to_f32();
+        for j in 0..QK / 2 {
+            y[j] = d * KVALUES_IQ4NL[(b.qs[j] & 0x0F) as usize] as f32;
+            y[j + QK / 2] = d * KVALUES_IQ4NL[(b.qs[j] >> 4) as usize] as f32;
+        }
+    }
+}
+
+pub fn dequantize_row_iq4_xs(w: &[BlockIq4Xs], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        for (j, (y, qs)) in y.chunks_exact_mut(32).zip(b.qs.chunks_exact(16)).enumerate() {
+            let dl = d * (iq4xs_scale(b, j) as i32 - 32) as f32;
+            for l in 0..16 {
+                y[l] = dl * KVALUES_IQ4NL[(qs[l] & 0x0F) as usize] as f32;
+                y[l + 16] = dl * KVALUES_IQ4NL[(qs[l] >> 4) as usize] as f32;
+            }
+        }
+    }
+}
+
+/// Element `128h + 32k + l`: bits `2k..2k+2` of `qs[32h + l]`, sub-block `8h + 2k + l / 16`.
+pub fn dequantize_row_q2_k(w: &[BlockQ2K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
+        for (i, v) in y.iter_mut().enumerate() {
+            let (h, k, l) = (i / 128, (i / 32) % 4, i % 32);
+            let sc = b.scales[i / 16];
+            let q = (b.qs[32 * h + l] >> (2 * k)) & 3;
+            *v = d * (sc & 0x0F) as f32 * q as f32 - min * (sc >> 4) as f32;
+        }
+    }
+}
+
+/// As Q2_K, less 4 where bit `4h + k` of `hmask[l]` is clear.
+pub fn dequantize_row_q3_k(w: &[BlockQ3K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        let sc = q3k_scales(&b.scales);
+        for (i, v) in y.iter_mut().enumerate() {
+            let (h, k, l) = (i / 128, (i / 32) % 4, i % 32);
+            *v = d * sc[i / 16] as f32 * q3k_quant(b, h, k, l) as f32;
+        }
+    }
+}
+
+/// Element `128h + 32k + l` of a Q3_K block, -4..=3.
+#[inline]
+fn q3k_quant(b: &BlockQ3K, h: usize, k: usize, l: usize) -> i32 {
+    let low = ((b.qs[32 * h + l] >> (2 * k)) & 3) as i32;
+    let high = (b.hmask[l] >> (4 * h + k)) & 1;
+    low - if high == 0 { 4 } else { 0 }
+}
+
+pub fn dequantize_row_q5_k(w: &[BlockQ5K], out: &mut [f32]) {
+    for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
+        let d = b.d.to_f32();
+        let min = b.dmin.to_f32();
+        for g in 0..QK_K / 64 {
+            let (sc0, m0) = q4k_scale_min(2 * g, &b.scales);
+            let (sc1, m1) = q4k_scale_min(2 * g + 1, &b.scales);
+            let (d1, m1f) = (d * sc0 as f32, min * m0 as f32);
+            let (d2, m2f) = (d * sc1 as f32, min * m1 as f32);
+            let q = &b.qs[32 * g..32 * g + 32];
+            let y = &mut y[64 * g..64 * g + 64];
+            for l in 0..32 {
+                let h0 = ((b.qh[l] >> (2 * g)) & 1) << 4;
+                let h1 = ((b.qh[l] >> (2 * g + 1)) & 1) << 4;
+                y[l] = d1 * ((q[l] & 0x0F) | h0) as f32 - m1f;
+                y[l + 32] = d2 * ((q[l] >> 4) | h1) as f32 - m2f;
+            }
+        }
+    }
+}
+
 pub fn dequantize_row_q8_k(w: &[BlockQ8K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         for (o, &q) in y.iter_mut().zip(&b.qs) {
@@ -348,6 +438,123 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
             sumi += sc as i32 * s;
         }
         sumf += x.d.to_f32() * y.d * sumi as f32;
+    }
+    sumf
+}
+
+pub fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let qh = u32::from_le_bytes(x.qh);
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            let xh0 = (((qh >> j) << 4) & 0x10) as u8;
+            let xh1 = ((qh >> (j + 12)) & 0x10) as u8;
+            let v0 = ((x.qs[j] & 0x0F) | xh0) as i32;
+            let v1 = ((x.qs[j] >> 4) | xh1) as i32;
+            sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK / 2] as i32;
+        }
+        sumf += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+    }
+    sumf
+}
+
+pub fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK / 2 {
+            sumi += KVALUES_IQ4NL[(x.qs[j] & 0x0F) as usize] as i32 * y.qs[j] as i32;
+            sumi += KVALUES_IQ4NL[(x.qs[j] >> 4) as usize] as i32 * y.qs[j + QK / 2] as i32;
+        }
+        sumf += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sumf
+}
+
+/// Exact integer sum per super-block (scales included), one f32 multiply per super-block.
+pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK_K / 32 {
+            let (qs, q8) = (&x.qs[16 * j..16 * j + 16], &y.qs[32 * j..32 * j + 32]);
+            let mut s = 0i32;
+            for l in 0..16 {
+                s += KVALUES_IQ4NL[(qs[l] & 0x0F) as usize] as i32 * q8[l] as i32;
+                s += KVALUES_IQ4NL[(qs[l] >> 4) as usize] as i32 * q8[l + 16] as i32;
+            }
+            sumi += (iq4xs_scale(x, j) as i32 - 32) * s;
+        }
+        sumf += x.d.to_f32() * y.d * sumi as f32;
+    }
+    sumf
+}
+
+/// The mins term goes through the activation's `bsums`, as in ggml.
+pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = 0i32;
+        for j in 0..QK_K / 16 {
+            let (h, k, l0) = (j / 8, (j / 2) % 4, 16 * (j % 2));
+            let mut s = 0i32;
+            for l in l0..l0 + 16 {
+                s += ((x.qs[32 * h + l] >> (2 * k)) & 3) as i32 * y.qs[16 * j + l - l0] as i32;
+            }
+            sumi += (x.scales[j] & 0x0F) as i32 * s;
+        }
+        let summ: i32 = x.scales.iter().zip(&y.bsums).map(|(&sc, &b)| (sc >> 4) as i32 * b as i32).sum();
+        let d = x.d.to_f32() * y.d;
+        let dmin = x.dmin.to_f32() * y.d;
+        sumf += d * sumi as f32 - dmin * summ as f32;
+    }
+    sumf
+}
+
+pub fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sc = q3k_scales(&x.scales);
+        let mut sumi = 0i32;
+        for j in 0..QK_K / 16 {
+            let (h, k, l0) = (j / 8, (j / 2) % 4, 16 * (j % 2));
+            let mut s = 0i32;
+            for l in l0..l0 + 16 {
+                s += q3k_quant(x, h, k, l) * y.qs[16 * j + l - l0] as i32;
+            }
+            sumi += sc[j] as i32 * s;
+        }
+        sumf += x.d.to_f32() * y.d * sumi as f32;
+    }
+    sumf
+}
+
+/// As Q4_K, with the fifth bits from `qh`.
+pub fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sm = q4k_scales_mins(&x.scales);
+        let mut sumi = 0i32;
+        for g in 0..QK_K / 64 {
+            let q4 = &x.qs[32 * g..32 * g + 32];
+            let q8 = &y.qs[64 * g..64 * g + 64];
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for l in 0..32 {
+                let h0 = ((x.qh[l] >> (2 * g)) & 1) << 4;
+                let h1 = ((x.qh[l] >> (2 * g + 1)) & 1) << 4;
+                lo += ((q4[l] & 0x0F) | h0) as i32 * q8[l] as i32;
+                hi += ((q4[l] >> 4) | h1) as i32 * q8[l + 32] as i32;
+            }
+            sumi += sm[2 * g] as i32 * lo + sm[2 * g + 1] as i32 * hi;
+        }
+        let mut summ = 0i32;
+        for j in 0..QK_K / 32 {
+            summ += sm[8 + j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
+        }
+        let d = x.d.to_f32() * y.d;
+        let dmin = x.dmin.to_f32() * y.d;
+        sumf += d * sumi as f32 - dmin * summ as f32;
     }
     sumf
 }

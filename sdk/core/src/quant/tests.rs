@@ -82,21 +82,27 @@ pub(super) fn weights(rng: &mut Rng, t: GgmlType, n: usize) -> Vec<u8> {
             b.dmin = f16::from_f32(r.range(1e-4, 1e-3));
         }),
         GgmlType::Q6_K => random_blocks::<BlockQ6K>(rng, nb, |b, r| b.d = scale(r)),
+        GgmlType::Q5_1 => random_blocks::<BlockQ5_1>(rng, nb, |b, r| {
+            b.d = f16::from_f32(r.range(1e-3, 2e-2));
+            b.m = f16::from_f32(r.range(-0.2, 0.1));
+        }),
+        GgmlType::Q2_K => random_blocks::<BlockQ2K>(rng, nb, |b, r| {
+            b.d = f16::from_f32(r.range(1e-4, 1e-3));
+            b.dmin = f16::from_f32(r.range(1e-4, 1e-3));
+        }),
+        GgmlType::Q3_K => random_blocks::<BlockQ3K>(rng, nb, |b, r| b.d = f16::from_f32(r.range(1e-4, 1e-3))),
+        GgmlType::Q5_K => random_blocks::<BlockQ5K>(rng, nb, |b, r| {
+            b.d = f16::from_f32(r.range(1e-4, 1e-3));
+            b.dmin = f16::from_f32(r.range(1e-4, 1e-3));
+        }),
+        GgmlType::IQ4_NL => random_blocks::<BlockIq4Nl>(rng, nb, |b, r| b.d = scale(r)),
+        GgmlType::IQ4_XS => random_blocks::<BlockIq4Xs>(rng, nb, |b, r| b.d = f16::from_f32(r.range(1e-5, 1e-4))),
         GgmlType::Q8_1 | GgmlType::Q8_K => unreachable!("activation-only type"),
     }
 }
 
-pub(super) const WEIGHT_TYPES: [GgmlType; 9] = [
-    GgmlType::F32,
-    GgmlType::F16,
-    GgmlType::BF16,
-    GgmlType::Q4_0,
-    GgmlType::Q4_1,
-    GgmlType::Q5_0,
-    GgmlType::Q8_0,
-    GgmlType::Q4_K,
-    GgmlType::Q6_K,
-];
+/// Every weight type of the table.
+pub(super) const WEIGHT_TYPES: [GgmlType; types::N_WEIGHTS] = GgmlType::WEIGHTS;
 
 const ACT_TYPES: [GgmlType; 4] = [GgmlType::F32, GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K];
 
@@ -156,6 +162,50 @@ fn block_layouts_match_ggml_type() {
     check::<BlockQ4K>(GgmlType::Q4_K);
     check::<BlockQ6K>(GgmlType::Q6_K);
     check::<BlockQ8K>(GgmlType::Q8_K);
+    check::<BlockQ5_1>(GgmlType::Q5_1);
+    check::<BlockQ2K>(GgmlType::Q2_K);
+    check::<BlockQ3K>(GgmlType::Q3_K);
+    check::<BlockQ5K>(GgmlType::Q5_K);
+    check::<BlockIq4Nl>(GgmlType::IQ4_NL);
+    check::<BlockIq4Xs>(GgmlType::IQ4_XS);
+    for t in GgmlType::ALL {
+        assert_eq!(GgmlType::from_id(t.id()), Some(t), "{}", t.name());
+    }
+    // ggml types not in the table (IQ2_XXS, IQ1_S, TQ1_0, ...) are unknown, not misread.
+    for id in [4, 5, 16, 17, 18, 19, 21, 22, 24, 29, 34, 35, 39, 1000] {
+        assert_eq!(GgmlType::from_id(id), None, "id {id}");
+    }
+}
+
+/// Dequantization of the types added after the first ones against gguf-py's, on random blocks
+/// (`scripts/quant_fixtures.py` writes the fixtures).
+#[test]
+fn dequantization_matches_gguf_py() {
+    macro_rules! fixture {
+        ($t:ident, $name:literal) => {
+            (
+                GgmlType::$t,
+                &include_bytes!(concat!("../../tests/fixtures/quant/", $name, ".blocks"))[..],
+                &include_bytes!(concat!("../../tests/fixtures/quant/", $name, ".f32"))[..],
+            )
+        };
+    }
+    let fixtures = [
+        fixture!(Q5_1, "q5_1"),
+        fixture!(Q2_K, "q2_k"),
+        fixture!(Q3_K, "q3_k"),
+        fixture!(Q5_K, "q5_k"),
+        fixture!(IQ4_NL, "iq4_nl"),
+        fixture!(IQ4_XS, "iq4_xs"),
+    ];
+    for (t, blocks, values) in fixtures {
+        let want: Vec<f32> = values.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(t.row_bytes(want.len()), blocks.len(), "{}", t.name());
+        let got = deq(t, aligned(blocks).as_bytes(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-6 * w.abs(), "{} element {i}: {g} vs {w}", t.name());
+        }
+    }
 }
 
 #[test]
@@ -203,9 +253,15 @@ fn activation_types_and_tables_are_complete() {
         (Q4_0, Q8_0),
         (Q4_1, Q8_1),
         (Q5_0, Q8_0),
+        (Q5_1, Q8_1),
         (Q8_0, Q8_0),
+        (Q2_K, Q8_K),
+        (Q3_K, Q8_K),
         (Q4_K, Q8_K),
+        (Q5_K, Q8_K),
         (Q6_K, Q8_K),
+        (IQ4_NL, Q8_0),
+        (IQ4_XS, Q8_K),
     ];
     for (w, a) in expect {
         assert_eq!(w.activation_type(), a);
@@ -225,8 +281,8 @@ fn activation_types_and_tables_are_complete() {
         for t in [Q8_1, Q8_K] {
             assert!(k.vec_dot(t).is_none() && k.mat_vec(t).is_none() && k.mat_mat(t).is_none());
         }
-        for t in [Q4_0, Q4_1, Q5_0, Q4_K, Q6_K, F16, BF16] {
-            assert!(k.quantize(t).is_none());
+        for t in WEIGHT_TYPES {
+            assert_eq!(k.quantize(t).is_some(), t.is_activation(), "{} {}", k.isa, t.name());
         }
     }
     assert!(kernels.iter().any(|k| std::ptr::eq(*k, super::kernels())));
@@ -459,14 +515,19 @@ fn reference_vec_dot_matches_dequantized_math() {
             let (wf, af) = (deq(w_type, w.as_bytes(), n), deq(act, a.as_bytes(), n));
             let want = dot64(&wf, &af);
             let got = (reference_kernels().vec_dot(w_type).unwrap())(n, w.as_bytes(), a.as_bytes());
-            // Q4_1 reads its offset through `s`, which is rounded to f16 from the unrounded
+            // Q4_1 and Q5_1 read their offset through `s`, which is rounded to f16 from the unrounded
             // activation scale: allow that rounding on the m * s terms.
-            let extra = if w_type == GgmlType::Q4_1 {
-                let wb = as_blocks::<BlockQ4_1>(w.as_bytes()).unwrap();
-                let ab = as_blocks::<BlockQ8_1>(a.as_bytes()).unwrap();
-                wb.iter().zip(ab).map(|(p, q)| (p.m.to_f32() * q.s.to_f32()).abs() / 1000.0).sum()
-            } else {
-                0.0
+            let ab = || as_blocks::<BlockQ8_1>(a.as_bytes()).unwrap();
+            let extra = match w_type {
+                GgmlType::Q4_1 => {
+                    let wb = as_blocks::<BlockQ4_1>(w.as_bytes()).unwrap();
+                    wb.iter().zip(ab()).map(|(p, q)| (p.m.to_f32() * q.s.to_f32()).abs() / 1000.0).sum()
+                }
+                GgmlType::Q5_1 => {
+                    let wb = as_blocks::<BlockQ5_1>(w.as_bytes()).unwrap();
+                    wb.iter().zip(ab()).map(|(p, q)| (p.m.to_f32() * q.s.to_f32()).abs() / 1000.0).sum()
+                }
+                _ => 0.0,
             };
             let tol = 2e-5 * mass(&wf, &af) + extra + 1e-6;
             assert!((got - want).abs() <= tol, "{} n={n}: {got} vs {want} (tol {tol})", w_type.name());

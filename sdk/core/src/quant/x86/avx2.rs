@@ -863,3 +863,186 @@ pub unsafe fn mat_mat_q6_k_q8_k(
         [hsum_ps(acc[0]), hsum_ps(acc[1]), hsum_ps(acc[2]), hsum_ps(acc[3])]
     })
 }
+
+// ---------------------------------------------------------------------------------------------
+// The types added to the table after the first ones: Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q5_K.
+// Integer parts exact, as above; only the f32 accumulation order differs from `reference`.
+
+/// ggml's IQ4 grid in both 128-bit lanes, for `vpshufb` lookups by nibble.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4nl_grid() -> __m256i {
+    let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast());
+    _mm256_set_m128i(t, t)
+}
+
+/// The 32 quants of a Q5_1 block, 0..32.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_1_quants(x: &BlockQ5_1) -> __m256i {
+    let hi = _mm256_and_si256(bits_to_bytes32(u32::from_le_bytes(x.qh)), _mm256_set1_epi8(0x10));
+    _mm256_or_si256(nibbles32(&x.qs), hi)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut summs = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        summs += fp16(x.m) * fp16(y.s);
+        let d = _mm256_set1_ps(fp16(x.d) * fp16(y.d));
+        let p = dot_u8_i8(q5_1_quants(x), load32(&y.qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    }
+    hsum_ps(acc) + summs
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+    let grid = iq4nl_grid();
+    dot_blocks!(w, a, |x, y| dot_i8(_mm256_shuffle_epi8(grid, nibbles32(&x.qs)), load32(&y.qs)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
+    let grid = iq4nl_grid();
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in w.iter().zip(a) {
+        let mut sumi = _mm256_setzero_si256();
+        for j in 0..QK_K / 32 {
+            let qs: &[u8; 16] = x.qs[16 * j..16 * j + 16].try_into().unwrap_or(&[0; 16]);
+            let q = _mm256_shuffle_epi8(grid, nibbles32(qs));
+            let q8 = _mm256_loadu_si256(y.qs[32 * j..].as_ptr().cast());
+            // |q| * (q8 with q's sign): pair sums at most 2 * 127 * 127, inside i16.
+            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(q8, q));
+            let ls = _mm256_set1_epi16(iq4xs_scale(x, j) as i16 - 32);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, ls));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x.d) * y.d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(acc)
+}
+
+/// Scale bytes `s` (lanes 0..8) and `s + 1` (lanes 8..16) of `scales` as 16 x i16: the two
+/// 16-element sub-blocks one 32-element product covers.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scale_pair16(scales: __m128i, s: usize) -> __m256i {
+    let idx = _mm_set_epi64x(0x0101_0101_0101_0101 * (s as i64 + 1), 0x0101_0101_0101_0101 * s as i64);
+    _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, idx))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+    let m2 = _mm256_set1_epi8(3);
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_m = _mm256_setzero_ps();
+    for (x, y) in w.iter().zip(a) {
+        let sc_all = _mm_loadu_si128(x.scales.as_ptr().cast());
+        let scales = _mm_and_si128(sc_all, _mm_set1_epi8(0x0F));
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_all, 4), _mm_set1_epi8(0x0F)));
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr().cast());
+        let summ = _mm256_madd_epi16(mins, bsums);
+        let mut sumi = _mm256_setzero_si256();
+        for h in 0..QK_K / 128 {
+            let q2bits = _mm256_loadu_si256(x.qs[32 * h..].as_ptr().cast());
+            for k in 0..4 {
+                let q = _mm256_and_si256(_mm256_srl_epi16(q2bits, _mm_cvtsi32_si128(2 * k as i32)), m2);
+                let q8 = _mm256_loadu_si256(y.qs[128 * h + 32 * k..].as_ptr().cast());
+                let p = _mm256_maddubs_epi16(q, q8);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair16(scales, 8 * h + 2 * k), p));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x.d) * y.d), _mm256_cvtepi32_ps(sumi), acc);
+        acc_m = _mm256_fmadd_ps(_mm256_set1_ps(-fp16(x.dmin) * y.d), _mm256_cvtepi32_ps(summ), acc_m);
+    }
+    hsum_ps(acc) + hsum_ps(acc_m)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+    let m2 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in w.iter().zip(a) {
+        let sc = q3k_scales(&x.scales);
+        let scales = _mm_loadu_si128(sc.as_ptr().cast());
+        // The quants go in unsigned (low bits | high bit << 2, 0..8); their -4 comes back
+        // through the activation sums: 4 * sum_j scale[j] * bsums[j].
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr().cast());
+        let corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(scales), bsums);
+        let hmask = _mm256_loadu_si256(x.hmask.as_ptr().cast());
+        let mut sumi = _mm256_setzero_si256();
+        for h in 0..QK_K / 128 {
+            let q2bits = _mm256_loadu_si256(x.qs[32 * h..].as_ptr().cast());
+            for k in 0..4 {
+                let low = _mm256_and_si256(_mm256_srl_epi16(q2bits, _mm_cvtsi32_si128(2 * k as i32)), m2);
+                let hb = _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128((4 * h + k) as i32)), one);
+                let q = _mm256_or_si256(low, _mm256_slli_epi16(hb, 2));
+                let q8 = _mm256_loadu_si256(y.qs[128 * h + 32 * k..].as_ptr().cast());
+                let p = _mm256_maddubs_epi16(q, q8);
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair16(scales, 8 * h + 2 * k), p));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 2));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x.d) * y.d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_ps(acc)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let one = _mm256_set1_epi8(1);
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_m = _mm_setzero_ps();
+    for (x, y) in w.iter().zip(a) {
+        let d = fp16(x.d) * y.d;
+        let dmin = -fp16(x.dmin) * y.d;
+        let sm = q4k_scales_mins(&x.scales);
+        let mins_scales = _mm256_cvtepu8_epi16(_mm_loadu_si128(sm.as_ptr().cast()));
+        let bsums = _mm256_loadu_si256(y.bsums.as_ptr().cast());
+        let q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+        let prod = _mm_madd_epi16(_mm256_extracti128_si256(mins_scales, 1), q8s);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+
+        let sc128 = _mm256_castsi256_si128(mins_scales);
+        let scales = _mm256_set_m128i(sc128, sc128);
+        let hbits = _mm256_loadu_si256(x.qh.as_ptr().cast());
+        let mut sumi = _mm256_setzero_si256();
+        for g in 0..QK_K / 64 {
+            let lo_idx = (4 * g as i16) | ((4 * g as i16 + 1) << 8);
+            let hi_idx = (4 * g as i16 + 2) | ((4 * g as i16 + 3) << 8);
+            let scale_l = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(lo_idx));
+            let scale_h = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(hi_idx));
+            let q4bits = _mm256_loadu_si256(x.qs[32 * g..].as_ptr().cast());
+            // Fifth bits: bit 2g of qh[l] for the low nibbles, bit 2g + 1 for the high ones.
+            let h_l = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * g as i32)), one);
+            let h_h = _mm256_and_si256(_mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * g as i32 + 1)), one);
+            let q5l = _mm256_or_si256(_mm256_and_si256(q4bits, m4), _mm256_slli_epi16(h_l, 4));
+            let q5h = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4bits, 4), m4), _mm256_slli_epi16(h_h, 4));
+            let q8l = _mm256_loadu_si256(y.qs[64 * g..].as_ptr().cast());
+            let q8h = _mm256_loadu_si256(y.qs[64 * g + 32..].as_ptr().cast());
+            let pl = _mm256_madd_epi16(scale_l, _mm256_maddubs_epi16(q5l, q8l));
+            let ph = _mm256_madd_epi16(scale_h, _mm256_maddubs_epi16(q5h, q8h));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    hsum_ps(acc) + _mm_cvtss_f32(acc_m)
+}
+
+mat_vec! {
+    mat_vec_q5_1_q8_1 => vec_dot_q5_1_q8_1(BlockQ5_1, BlockQ8_1);
+    mat_vec_iq4_nl_q8_0 => vec_dot_iq4_nl_q8_0(BlockIq4Nl, BlockQ8_0);
+    mat_vec_iq4_xs_q8_k => vec_dot_iq4_xs_q8_k(BlockIq4Xs, BlockQ8K);
+    mat_vec_q2_k_q8_k => vec_dot_q2_k_q8_k(BlockQ2K, BlockQ8K);
+    mat_vec_q3_k_q8_k => vec_dot_q3_k_q8_k(BlockQ3K, BlockQ8K);
+    mat_vec_q5_k_q8_k => vec_dot_q5_k_q8_k(BlockQ5K, BlockQ8K);
+}
+
+mat_mat_32! {
+    mat_mat_iq4_nl_q8_0 => vec_dot_iq4_nl_q8_0(BlockIq4Nl), |x| _mm256_shuffle_epi8(iq4nl_grid(), nibbles32(&x.qs));
+}
