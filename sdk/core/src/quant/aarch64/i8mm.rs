@@ -15,7 +15,7 @@ use std::arch::aarch64::*;
 
 pub use super::dotprod::*;
 use super::tile8::{BlockLayout, TileWalk, ROWS};
-use super::{fp16, fp16x8, load_i8x32, q4k_min_sum, q4k_quants, q6k_quants, Act32, Block32};
+use super::{fp16, fp16x8, load_i8x32, q4k_min_sum, q4k_quants, q6k_quants, Act32, Block32, KQuant};
 use crate::quant::blocks::*;
 use crate::quant::packed::ActRow as Act;
 use crate::quant::GgmlType;
@@ -160,6 +160,37 @@ unsafe fn tile_q6_k(w0: &[BlockQ6K], w1: &[BlockQ6K], a0: &[BlockQ8K], a1: &[Blo
     lanes(sumf)
 }
 
+/// As [`super::vec_dot_kq`], for a 2 × 2 tile.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn tile_kq<W: KQuant>(w0: &[W], w1: &[W], a0: &[BlockQ8K], a1: &[BlockQ8K]) -> [f32; 4] {
+    let mut sumf = vdupq_n_f32(0.0);
+    for (((x0, x1), y0), y1) in w0.iter().zip(w1).zip(a0).zip(a1) {
+        let (sc0, sc1) = (x0.scales(), x1.scales());
+        let mut sumi = vdupq_n_s32(0);
+        for h in 0..2 {
+            let (q0, q1) = (x0.quants(h), x1.quants(h));
+            for (i, q) in q0.into_iter().zip(q1).enumerate() {
+                let s = 8 * h + i;
+                let y = (vld1q_s8(y0.qs[16 * s..][..16].as_ptr()), vld1q_s8(y1.qs[16 * s..][..16].as_ptr()));
+                let p = tile16(vdupq_n_s32(0), q, y);
+                sumi = vmlaq_s32(sumi, p, by_row_i32(sc0[s], sc1[s]));
+            }
+        }
+        let yd = by_token(y0.d, y1.d);
+        let d = vmulq_f32(by_row(x0.d(), x1.d()), yd);
+        if W::MINS {
+            let dmin = vmulq_f32(by_row(x0.dmin(), x1.dmin()), yd);
+            let summ = [x0.min_sum(y0), x0.min_sum(y1), x1.min_sum(y0), x1.min_sum(y1)];
+            let mins = vcvtq_f32_s32(vld1q_s32(summ.as_ptr()));
+            sumf = vaddq_f32(sumf, vsubq_f32(vmulq_f32(d, vcvtq_f32_s32(sumi)), vmulq_f32(dmin, mins)));
+        } else {
+            sumf = vaddq_f32(sumf, vmulq_f32(d, vcvtq_f32_s32(sumi)));
+        }
+    }
+    lanes(sumf)
+}
+
 /// `out[t * stride + r] = row r · token t` for `n_rows` rows of `w` and `n_tok` token rows of
 /// `a` (equal block counts): `tile` on each 2 × 2 tile, `dot` on the odd row and token left.
 #[allow(clippy::too_many_arguments)]
@@ -228,6 +259,12 @@ mat_mat! {
     mat_mat_q8_0_q8_0(BlockQ8_0, BlockQ8_0) => tile_q32::<BlockQ8_0>, vec_dot_q8_0_q8_0;
     mat_mat_q4_k_q8_k(BlockQ4K, BlockQ8K) => tile_q4_k, vec_dot_q4_k_q8_k;
     mat_mat_q6_k_q8_k(BlockQ6K, BlockQ8K) => tile_q6_k, vec_dot_q6_k_q8_k;
+    mat_mat_q5_1_q8_1(BlockQ5_1, BlockQ8_1) => tile_q32::<BlockQ5_1>, vec_dot_q5_1_q8_1;
+    mat_mat_iq4_nl_q8_0(BlockIq4Nl, BlockQ8_0) => tile_q32::<BlockIq4Nl>, vec_dot_iq4_nl_q8_0;
+    mat_mat_q2_k_q8_k(BlockQ2K, BlockQ8K) => tile_kq::<BlockQ2K>, vec_dot_q2_k_q8_k;
+    mat_mat_q3_k_q8_k(BlockQ3K, BlockQ8K) => tile_kq::<BlockQ3K>, vec_dot_q3_k_q8_k;
+    mat_mat_q5_k_q8_k(BlockQ5K, BlockQ8K) => tile_kq::<BlockQ5K>, vec_dot_q5_k_q8_k;
+    mat_mat_iq4_xs_q8_k(BlockIq4Xs, BlockQ8K) => tile_kq::<BlockIq4Xs>, vec_dot_iq4_xs_q8_k;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -216,6 +216,44 @@ impl Block32 for BlockQ8_0 {
     }
 }
 
+impl Block32 for BlockQ5_1 {
+    type Act = BlockQ8_1;
+    const OFFSET: bool = true;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        // 5-bit quants 0..32 fit signed bytes: the nibble with bit 4 from `qh`; `m` is the
+        // separate term.
+        let (lo, hi) = nibbles(&self.qs);
+        let (blo, bhi) = bits_to_bytes32(u32::from_le_bytes(self.qh));
+        let b4 = vdupq_n_u8(0x10);
+        (vreinterpretq_s8_u8(vorrq_u8(lo, vandq_u8(blo, b4))), vreinterpretq_s8_u8(vorrq_u8(hi, vandq_u8(bhi, b4))))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+    unsafe fn offset(&self) -> f32 {
+        fp16(self.m)
+    }
+}
+
+/// IQ4's 16 grid values, for `tbl` lookups by nibble.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn iq4_grid() -> int8x16_t {
+    vld1q_s8(KVALUES_IQ4NL.as_ptr())
+}
+
+impl Block32 for BlockIq4Nl {
+    type Act = BlockQ8_0;
+    unsafe fn quants(&self) -> (int8x16_t, int8x16_t) {
+        let (lo, hi) = nibbles(&self.qs);
+        let grid = iq4_grid();
+        (vqtbl1q_s8(grid, lo), vqtbl1q_s8(grid, hi))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+}
+
 /// `Σ d_w d_a dot(w, a)` over the blocks (plus `Σ offset · s`): even blocks into one f32
 /// accumulator, odd ones into another, one fused multiply-add each, in block order (the order
 /// [`i8mm`]'s tiles keep per lane).
@@ -318,6 +356,168 @@ pub unsafe fn vec_dot_q6_k_q8_k<D: IntDot>(w: &[BlockQ6K], a: &[BlockQ8K]) -> f3
             }
         }
         sumf += fp16(x.d) * y.d * sumi as f32;
+    }
+    sumf
+}
+
+/// A 256-element super-block (against Q8_K) whose integer part is, per 16 elements, an exact
+/// dot product of signed byte quants times an integer scale (Q2_K, Q3_K, Q5_K, IQ4_XS; a scale
+/// of 32 elements serves both of its halves). The f32 steps per super-block are ggml's:
+/// `sumf += d · sumi - dmin · summ` (without mins, `sumf += d · sumi`).
+pub trait KQuant: Block {
+    /// Whether [`KQuant::min_sum`] and [`KQuant::dmin`] contribute.
+    const MINS: bool = false;
+    /// Elements `128h..128h + 128` as signed bytes, 16 per vector in element order.
+    unsafe fn quants(&self, h: usize) -> [int8x16_t; 8];
+    /// The integer scale of each 16 elements.
+    fn scales(&self) -> [i32; 16];
+    /// `Σ min · activation sums` against `y` (the part `dmin` multiplies).
+    unsafe fn min_sum(&self, _y: &BlockQ8K) -> i32 {
+        0
+    }
+    unsafe fn d(&self) -> f32;
+    unsafe fn dmin(&self) -> f32 {
+        0.0
+    }
+}
+
+/// The 2-bit fields `2k..2k + 2` (k = 0..4) of 32 bytes at `q`, in Q2_K's element order:
+/// vector `2k + c` holds the field `k` of bytes `16c..16c + 16`.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn crumbs(q: &[u8]) -> [uint8x16_t; 8] {
+    let q = &q[..32];
+    let (v0, v1) = (vld1q_u8(q.as_ptr()), vld1q_u8(q.as_ptr().add(16)));
+    let m3 = vdupq_n_u8(3);
+    [
+        vandq_u8(v0, m3),
+        vandq_u8(v1, m3),
+        vandq_u8(vshrq_n_u8(v0, 2), m3),
+        vandq_u8(vshrq_n_u8(v1, 2), m3),
+        vandq_u8(vshrq_n_u8(v0, 4), m3),
+        vandq_u8(vshrq_n_u8(v1, 4), m3),
+        vshrq_n_u8(v0, 6),
+        vshrq_n_u8(v1, 6),
+    ]
+}
+
+impl KQuant for BlockQ2K {
+    const MINS: bool = true;
+    unsafe fn quants(&self, h: usize) -> [int8x16_t; 8] {
+        crumbs(&self.qs[32 * h..]).map(|v| vreinterpretq_s8_u8(v))
+    }
+    fn scales(&self) -> [i32; 16] {
+        self.scales.map(|s| (s & 0x0F) as i32)
+    }
+    #[inline]
+    unsafe fn min_sum(&self, y: &BlockQ8K) -> i32 {
+        // Σ_j (scales[j] >> 4) · bsums[j]
+        let m = vshrq_n_u8(vld1q_u8(self.scales.as_ptr()), 4);
+        let m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+        let m1 = vreinterpretq_s16_u16(vmovl_high_u8(m));
+        let b0 = vld1q_s16(y.bsums.as_ptr());
+        let b1 = vld1q_s16(y.bsums.as_ptr().add(8));
+        let acc = vmlal_high_s16(vmull_s16(vget_low_s16(m0), vget_low_s16(b0)), m0, b0);
+        vaddvq_s32(vmlal_high_s16(vmlal_s16(acc, vget_low_s16(m1), vget_low_s16(b1)), m1, b1))
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+    unsafe fn dmin(&self) -> f32 {
+        fp16(self.dmin)
+    }
+}
+
+impl KQuant for BlockQ3K {
+    unsafe fn quants(&self, h: usize) -> [int8x16_t; 8] {
+        // The low 2 bits as Q2_K's, less 4 where the `hmask` bit (4h + k) is clear.
+        let low = crumbs(&self.qs[32 * h..]);
+        let hm = [vld1q_u8(self.hmask.as_ptr()), vld1q_u8(self.hmask.as_ptr().add(16))];
+        let four = vdupq_n_u8(4);
+        std::array::from_fn(|i| {
+            let (k, c) = (i / 2, i % 2);
+            let set = vtstq_u8(hm[c], vdupq_n_u8(1 << (4 * h + k)));
+            vsubq_s8(vreinterpretq_s8_u8(low[i]), vreinterpretq_s8_u8(vbicq_u8(four, set)))
+        })
+    }
+    fn scales(&self) -> [i32; 16] {
+        q3k_scales(&self.scales).map(|s| s as i32)
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+}
+
+impl KQuant for BlockQ5K {
+    const MINS: bool = true;
+    unsafe fn quants(&self, h: usize) -> [int8x16_t; 8] {
+        // Q4_K's nibbles of groups 2h and 2h + 1, bit 4 from `qh` (bit 2g: low nibbles, 2g + 1:
+        // high nibbles of group g).
+        let qh = [vld1q_u8(self.qh.as_ptr()), vld1q_u8(self.qh.as_ptr().add(16))];
+        let (m4, b4) = (vdupq_n_u8(0x0F), vdupq_n_u8(0x10));
+        std::array::from_fn(|i| {
+            let (g, hi, c) = (2 * h + i / 4, (i / 2) % 2, i % 2);
+            let q = vld1q_u8(self.qs[32 * g + 16 * c..][..16].as_ptr());
+            let nib = if hi == 0 { vandq_u8(q, m4) } else { vshrq_n_u8(q, 4) };
+            let fifth = vandq_u8(vtstq_u8(qh[c], vdupq_n_u8(1 << (2 * g + hi))), b4);
+            vreinterpretq_s8_u8(vorrq_u8(nib, fifth))
+        })
+    }
+    fn scales(&self) -> [i32; 16] {
+        let sm = q4k_scales_mins(&self.scales);
+        std::array::from_fn(|s| sm[s / 2] as i32)
+    }
+    #[inline]
+    unsafe fn min_sum(&self, y: &BlockQ8K) -> i32 {
+        q4k_min_sum(&q4k_scales_mins(&self.scales), y)
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+    unsafe fn dmin(&self) -> f32 {
+        fp16(self.dmin)
+    }
+}
+
+impl KQuant for BlockIq4Xs {
+    unsafe fn quants(&self, h: usize) -> [int8x16_t; 8] {
+        // Sub-block j's nibbles are qs[16j..16j + 16]: low nibbles its first 16 elements.
+        let (grid, m4) = (iq4_grid(), vdupq_n_u8(0x0F));
+        std::array::from_fn(|i| {
+            let q = vld1q_u8(self.qs[16 * (4 * h + i / 2)..][..16].as_ptr());
+            vqtbl1q_s8(grid, if i % 2 == 0 { vandq_u8(q, m4) } else { vshrq_n_u8(q, 4) })
+        })
+    }
+    fn scales(&self) -> [i32; 16] {
+        std::array::from_fn(|s| iq4xs_scale(self, s / 2) as i32 - 32)
+    }
+    unsafe fn d(&self) -> f32 {
+        fp16(self.d)
+    }
+}
+
+/// `Σ` over super-blocks of [`KQuant`]'s steps; per 16 elements an exact dot product
+/// multiply-added with its scale into i32 lanes, summed once per super-block.
+#[inline]
+#[target_feature(enable = "neon")]
+pub unsafe fn vec_dot_kq<D: IntDot, W: KQuant>(w: &[W], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (x, y) in w.iter().zip(a) {
+        let sc = x.scales();
+        let mut acc = vdupq_n_s32(0);
+        for h in 0..2 {
+            for (i, q) in x.quants(h).into_iter().enumerate() {
+                let s = 8 * h + i;
+                let p = D::dot16(vdupq_n_s32(0), q, vld1q_s8(y.qs[16 * s..][..16].as_ptr()));
+                acc = vmlaq_n_s32(acc, p, sc[s]);
+            }
+        }
+        let d = x.d() * y.d;
+        if W::MINS {
+            sumf += d * vaddvq_s32(acc) as f32 - x.dmin() * y.d * x.min_sum(y) as f32;
+        } else {
+            sumf += d * vaddvq_s32(acc) as f32;
+        }
     }
     sumf
 }
@@ -558,6 +758,12 @@ macro_rules! int_kernels {
             vec_dot_q8_0_q8_0, mat_vec_q8_0_q8_0(BlockQ8_0, BlockQ8_0) => super::vec_dot_q32::<$D, BlockQ8_0>;
             vec_dot_q4_k_q8_k, mat_vec_q4_k_q8_k(BlockQ4K, BlockQ8K) => super::vec_dot_q4_k_q8_k::<$D>;
             vec_dot_q6_k_q8_k, mat_vec_q6_k_q8_k(BlockQ6K, BlockQ8K) => super::vec_dot_q6_k_q8_k::<$D>;
+            vec_dot_q5_1_q8_1, mat_vec_q5_1_q8_1(BlockQ5_1, BlockQ8_1) => super::vec_dot_q32::<$D, BlockQ5_1>;
+            vec_dot_iq4_nl_q8_0, mat_vec_iq4_nl_q8_0(BlockIq4Nl, BlockQ8_0) => super::vec_dot_q32::<$D, BlockIq4Nl>;
+            vec_dot_q2_k_q8_k, mat_vec_q2_k_q8_k(BlockQ2K, BlockQ8K) => super::vec_dot_kq::<$D, BlockQ2K>;
+            vec_dot_q3_k_q8_k, mat_vec_q3_k_q8_k(BlockQ3K, BlockQ8K) => super::vec_dot_kq::<$D, BlockQ3K>;
+            vec_dot_q5_k_q8_k, mat_vec_q5_k_q8_k(BlockQ5K, BlockQ8K) => super::vec_dot_kq::<$D, BlockQ5K>;
+            vec_dot_iq4_xs_q8_k, mat_vec_iq4_xs_q8_k(BlockIq4Xs, BlockQ8K) => super::vec_dot_kq::<$D, BlockIq4Xs>;
         }
     };
     (@fns $($dot:ident, $mv:ident($W:ty, $A:ty) => $generic:expr;)*) => {$(

@@ -22,6 +22,12 @@ pub(in crate::quant) static I8MM: Kernels = {
         Q8_0 => mat_mat_q8_0_q8_0;
         Q4_K => mat_mat_q4_k_q8_k;
         Q6_K => mat_mat_q6_k_q8_k;
+        Q5_1 => mat_mat_q5_1_q8_1;
+        IQ4_NL => mat_mat_iq4_nl_q8_0;
+        Q2_K => mat_mat_q2_k_q8_k;
+        Q3_K => mat_mat_q3_k_q8_k;
+        Q5_K => mat_mat_q5_k_q8_k;
+        IQ4_XS => mat_mat_iq4_xs_q8_k;
     }
     k.attn_chunk = neon_attn_chunk;
     k.packing = Some(&PACKING);

@@ -21,6 +21,12 @@ macro_rules! aarch64_rows {
             Q8_0 => vec_dot_q8_0_q8_0, mat_vec_q8_0_q8_0;
             Q4_K => vec_dot_q4_k_q8_k, mat_vec_q4_k_q8_k;
             Q6_K => vec_dot_q6_k_q8_k, mat_vec_q6_k_q8_k;
+            Q5_1 => vec_dot_q5_1_q8_1, mat_vec_q5_1_q8_1;
+            Q2_K => vec_dot_q2_k_q8_k, mat_vec_q2_k_q8_k;
+            Q3_K => vec_dot_q3_k_q8_k, mat_vec_q3_k_q8_k;
+            Q5_K => vec_dot_q5_k_q8_k, mat_vec_q5_k_q8_k;
+            IQ4_NL => vec_dot_iq4_nl_q8_0, mat_vec_iq4_nl_q8_0;
+            IQ4_XS => vec_dot_iq4_xs_q8_k, mat_vec_iq4_xs_q8_k;
         }
     };
 }
