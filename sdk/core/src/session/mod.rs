@@ -22,6 +22,8 @@ use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
+#[cfg(feature = "lab")]
+pub use speculate::calibrated_drafter;
 use speculate::Speculator;
 use stop::StopMatcher;
 
