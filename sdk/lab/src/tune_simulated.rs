@@ -86,7 +86,7 @@ fn simulate(name: &str, a: &TuneSimulatedArgs) -> Result<()> {
         let mut tuner = Tuner::new(&topo, &mut probe, opts, true);
         let (fastest, _) = tuner.fastest()?;
         let balanced = tuner.search(opts.max_slowdown)?;
-        let saver = tuner.search(tern::energy::probe::POWER_SAVER_SLOWDOWN)?;
+        let saver = tuner.search(tern::energy::tuner::POWER_SAVER_SLOWDOWN)?;
         let best = exhaustive(&topo, &mut SimProbe::exact(device.clone()), opts.max_slowdown, true)?;
         let chosen = device.truth_of(&balanced.selection);
         let big_sel = device.big_cores();
