@@ -45,7 +45,7 @@ enum Command {
     Info(info::InfoArgs),
     /// The `ui` workload cases with and without the action schema: valid actions and constraint cost.
     BenchStructured(structured::BenchStructuredArgs),
-    /// Energy: tune the decode cores of this machine or of a simulated phone.
+    /// Energy: tune the decode cores of this machine.
     Energy(energy::EnergyArgs),
 }
 
