@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Fits the acceptance model's starting weights (sdk/core/src/speculative/features.rs,
 INITIAL_WEIGHTS) by L2-regularised logistic regression on examples from the
-`tern acceptance-data` command, one file per model:
+`tern-lab acceptance-data` command, one file per model:
 
-    tern acceptance-data --model MODEL --workloads WORKLOADS > smollm2.jsonl
+    tern-lab acceptance-data --model MODEL --workloads WORKLOADS > smollm2.jsonl
     python3 scripts/fit_acceptance.py smollm2.jsonl qwen2.5.jsonl
 
 Prints, for each file, the log loss and AUC of the current weights and of weights fitted on
@@ -70,7 +70,7 @@ def scores(w, x, y):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("files", nargs="+", help="tern acceptance-data output, one file per model")
+    ap.add_argument("files", nargs="+", help="tern-lab acceptance-data output, one file per model")
     ap.add_argument("--l2", type=float, default=1e-4, help="regularisation strength")
     args = ap.parse_args()
     data = {f: load(f) for f in args.files}

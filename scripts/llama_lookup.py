@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""llama.cpp's prompt-lookup decoding on given prompt tokens, for `tern bench-workloads --llama-cpp`.
+"""llama.cpp's prompt-lookup decoding on given prompt tokens, for `tern-lab bench-workloads --llama-cpp`.
 
 Reads JSON lines {id, prompt_ids, max_new_tokens}; for each case generates greedily with
 llama-cpp-python (the PyPI package `llama-cpp-python`, which builds llama.cpp), plain and with

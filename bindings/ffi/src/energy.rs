@@ -2,7 +2,7 @@
 //! converted from the SDK's own type in one place. The engine's methods that use them are in
 //! `engine.rs`; the energy of each answer is `Stats::energy`.
 
-use crate::records::ms;
+use crate::units::ms;
 
 /// Cores a phase runs on.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Enum)]

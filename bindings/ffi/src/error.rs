@@ -88,7 +88,7 @@ impl From<tern::Error> for TernError {
             | E::MetadataType { .. }
             | E::MissingTensor(_)
             | E::TensorShape { .. } => TernError::InvalidModel { detail },
-            E::UnsupportedArchitecture(_) | E::UnsupportedTensorType { .. } => TernError::Unsupported { detail },
+            E::UnsupportedArchitecture { .. } | E::UnsupportedTensorType { .. } => TernError::Unsupported { detail },
             E::ContextOverflow { needed, limit } => {
                 TernError::ContextOverflow { needed: needed as u64, limit: limit as u64 }
             }
@@ -163,7 +163,8 @@ mod tests {
         assert!(matches!(bad, TernError::InvalidModel { .. }));
         let ctx: TernError = tern::Error::ContextOverflow { needed: 10, limit: 4 }.into();
         assert!(matches!(ctx, TernError::ContextOverflow { needed: 10, limit: 4 }));
-        let arch: TernError = tern::Error::UnsupportedArchitecture("mamba".into()).into();
+        let arch: TernError =
+            tern::Error::UnsupportedArchitecture { name: "mamba".into(), supported: "llama".into() }.into();
         assert!(matches!(arch, TernError::Unsupported { .. }));
         assert!(matches!(TernError::from(tern::Error::Busy), TernError::Busy));
     }

@@ -26,6 +26,7 @@ mod speculation;
 mod store;
 mod structured;
 mod ui;
+mod units;
 
 pub use energy::{
     CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, EnergyStatus, PhaseEnergy,

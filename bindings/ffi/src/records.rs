@@ -2,11 +2,10 @@
 //! breaks no caller), model facts, statistics and stream events, each converted from the SDK's
 //! own type in one place.
 
-use std::time::Duration;
-
 use crate::energy::{EnergyOptions, EnergyStats};
 use crate::speculation::{SpeculationOptions, SpeculationStats};
 use crate::structured::ToolCall;
+use crate::units::ms;
 
 #[derive(Debug, Clone, Default, PartialEq, uniffi::Record)]
 pub struct EngineOptions {
@@ -233,10 +232,6 @@ pub struct Stats {
     pub speculation: SpeculationStats,
     /// Energy, CPU time and core selection of prefill and decode.
     pub energy: EnergyStats,
-}
-
-pub(crate) fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 impl From<tern::Stats> for Stats {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::TernError;
-use crate::records::ms;
+use crate::units::ms;
 
 /// Bounds of a speculative decoding step. The defaults are those of automatic speculation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Record)]

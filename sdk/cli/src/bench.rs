@@ -307,7 +307,7 @@ impl SplitMix64 {
     }
 }
 
-pub(crate) fn median(xs: &[f64]) -> f64 {
+pub fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {

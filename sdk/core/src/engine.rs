@@ -5,6 +5,8 @@
 //! Each has its own KV cache; their forward passes share the engine's thread pool, which runs
 //! one matrix product at a time, so concurrent sessions interleave and each runs slower.
 
+pub(crate) mod tuning;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -242,7 +244,7 @@ impl Engine {
     /// a background thread, while no session generates: sessions on this engine would share the
     /// cores with the probes and disturb them.
     pub fn tune_energy(&self) -> Result<Tuning> {
-        let tuning = crate::energy::probe::tune_engine(self)?;
+        let tuning = tuning::tune_engine(self)?;
         self.energy.set_tuning(tuning.clone())?;
         Ok(tuning)
     }

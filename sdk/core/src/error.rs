@@ -61,8 +61,10 @@ pub enum Error {
     #[error("corrupt GGUF: {0}")]
     Corrupt(String),
 
-    #[error("unsupported architecture `{0}` (supported: {names})", names = crate::model::architecture_names())]
-    UnsupportedArchitecture(String),
+    /// `supported` lists the architectures this build loads (filled in by the loader, so that
+    /// the error type needs nothing of the model).
+    #[error("unsupported architecture `{name}` (supported: {supported})")]
+    UnsupportedArchitecture { name: String, supported: String },
 
     #[error("tensor `{tensor}` has unsupported type {ty}")]
     UnsupportedTensorType { tensor: String, ty: String },

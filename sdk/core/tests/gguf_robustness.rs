@@ -108,7 +108,7 @@ fn unsupported_architecture_is_named() {
     changed[value_at + 4] = b'b';
     let file = GgufFile::from_bytes(changed).expect("still a valid container");
     match Engine::from_file(file, EngineOptions::default()) {
-        Err(Error::UnsupportedArchitecture(a)) => assert_eq!(a, "llamb"),
+        Err(Error::UnsupportedArchitecture { name, .. }) => assert_eq!(name, "llamb"),
         other => panic!("expected UnsupportedArchitecture, got {other:?}"),
     }
 }

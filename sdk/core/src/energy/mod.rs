@@ -5,7 +5,8 @@
 //! - [`power_model`]: the power heuristic (Eq. 9) over the CPU topology.
 //! - [`meter`]: energy meters (RAPL, battery, Android through JNI, or the estimate).
 //! - [`tuner`]: the two-stage search with 50-token probes, and the exhaustive search.
-//! - [`probe`]: probes on a loaded engine; [`simulator`]: probes on simulated phones.
+//! - [`simulator`]: probes on simulated phones (tests, `tern-lab`); probes on a loaded engine
+//!   are the engine's (`engine/tuning.rs`).
 //! - [`store`]: tuning results on disk, keyed by device and topology.
 //! - [`control`]: the engine's energy state: mode, device state, selection per phase, and the
 //!   per-phase energy accounting that sessions report in their stats.
@@ -15,7 +16,6 @@ pub mod android;
 pub mod control;
 pub mod meter;
 pub mod power_model;
-pub mod probe;
 pub mod simulator;
 pub mod store;
 pub mod tuner;

@@ -23,6 +23,9 @@ use crate::runtime::{CoreSelection, CpuTopology};
 /// Decode tokens per probe (the paper's choice: long enough for the battery gauge).
 pub const PROBE_TOKENS: usize = 50;
 
+/// The slowdown the power-saver mode accepts.
+pub const POWER_SAVER_SLOWDOWN: f64 = 0.25;
+
 /// Measures decode on a selection: a real engine, or a simulated device.
 pub trait Probe {
     fn measure(&mut self, selection: &CoreSelection) -> Result<Measurement>;

@@ -5,6 +5,7 @@
 //! answer streams as [`Event`]s from a [`Generation`] iterator; a [`CancelHandle`] stops it from
 //! any thread.
 
+mod phase;
 mod speculate;
 mod stop;
 
@@ -14,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use crate::chat::{contents, Message, Role};
 use crate::constrain::{CompiledGrammar, Grammar};
-use crate::energy::control::PhaseTracker;
 use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -22,6 +22,9 @@ use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
+use phase::PhaseTracker;
+#[cfg(feature = "lab")]
+pub use speculate::calibrated_drafter;
 use speculate::Speculator;
 use stop::StopMatcher;
 

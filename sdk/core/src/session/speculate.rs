@@ -120,6 +120,41 @@ impl Speculator {
     }
 }
 
+/// The drafter a session's prefill leaves behind for `prompt`, with `sources` (stored
+/// history, as token ids) indexed before it: the prompt prefilled in the session's chunks and
+/// the positions `opts` calibrates scored with the same calls as a session's prefill makes.
+/// For tools that grow the drafter's trees along known answers (`tern-lab`).
+#[cfg(feature = "lab")]
+pub fn calibrated_drafter(
+    engine: &Engine,
+    sources: &[Vec<u32>],
+    prompt: &[u32],
+    opts: &SpeculationOptions,
+) -> Result<Drafter> {
+    let mut opts = opts.clone();
+    opts.history = None;
+    if opts.limits().is_none() {
+        opts.mode = crate::speculative::Speculation::Auto;
+    }
+    let Some(mut spec) = Speculator::new(&opts, AcceptanceModel::default()) else {
+        return Err(Error::InvalidOption("speculation is off".into()));
+    };
+    spec.drafter.start(sources, prompt, 0);
+    let model = engine.model();
+    let mut kv = model.new_kv_cache(prompt.len() + 1);
+    let mut scratch = Scratch::default();
+    let from = spec.calibration_from(prompt.len()).unwrap_or(prompt.len());
+    model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[..from], Logits::None)?;
+    spec.prepare_calibration(engine, prompt);
+    for start in (from..prompt.len()).step_by(super::PREFILL_CHUNK) {
+        let end = (start + super::PREFILL_CHUNK).min(prompt.len());
+        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::Hidden { last: false })?;
+        spec.calibrate(engine, &scratch, start, prompt);
+    }
+    spec.end_calibration();
+    Ok(spec.drafter)
+}
+
 impl Generation<'_> {
     /// One speculative decode step after `next`, the last chosen token: draft, verify, commit.
     pub(super) fn speculative_step(&mut self, next: u32) -> Result<Event> {
@@ -140,11 +175,12 @@ impl Generation<'_> {
         self.spec_absorbed = self.generated.len();
         let remaining = self.session.opts.max_tokens.saturating_sub(self.generated.len());
         let room = self.session.kv.capacity() - self.session.kv.len();
+        let full = TreeShape::of(spec.limits);
         let mut shape = TreeShape {
-            max_nodes: spec.limits.max_draft_tokens.min(room.saturating_sub(1)),
-            max_width: spec.limits.max_width,
+            max_nodes: full.max_nodes.min(room.saturating_sub(1)),
+            max_width: full.max_width,
             // A step chooses at most depth + 1 tokens; more than the answer may still take is waste.
-            max_depth: spec.limits.max_depth.min(remaining.saturating_sub(1)),
+            max_depth: full.max_depth.min(remaining.saturating_sub(1)),
         };
         if spec.limits.adaptive {
             // The controller's depth cap shapes the tree: nodes a capped draft could not verify

@@ -36,7 +36,7 @@ const MIN_GAIN: f64 = 1.05;
 
 /// The same for an answer's first step: its estimates have seen nothing of the answer yet,
 /// and a short answer (a name, a number) has no later steps to win back a rejected draft.
-/// Priced over the dev workloads (docs/speculative.md), 1.3 kept Qwen2.5's 2-token dev-rag-1
+/// Priced over the dev workloads (docs/design/speculative-results.md), 1.3 kept Qwen2.5's 2-token dev-rag-1
 /// from its rejected opening draft (0.81× → 1.00×) for 0.06× of its reply median; 1.15 did
 /// not, and cost the replies as much.
 const MIN_GAIN_FIRST: f64 = 1.3;
@@ -56,7 +56,7 @@ const PRIOR_TOKENS: f64 = 4.0;
 
 /// The share of the prior's tokens taken. The acceptance model leaves an answer copied word for
 /// word confident, and the next answer may be a word or two long, which a rejected draft costs
-/// more than it could ever win back. Priced over the dev workloads (docs/speculative.md),
+/// more than it could ever win back. Priced over the dev workloads (docs/design/speculative-results.md),
 /// 0.75 moved the task medians by -0.05 to +0.04 with or without history and kept SmolLM2's
 /// 10-token dev-ui-0 from its rejected draft; measured, Qwen2.5's 2-token dev-rag-1 after the
 /// copied dev-rag-0 stopped drafting (0.78-0.89x before, with history).

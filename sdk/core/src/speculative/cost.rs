@@ -197,6 +197,60 @@ fn curve_from(medians: &[Option<f64>]) -> CostCurve {
     CostCurve { ratio, measured, single: Some(Duration::from_secs_f64(t1)) }
 }
 
+/// Times forward passes over chains of drafted tokens after a fixed context, as a speculative
+/// step verifies them: the one routine behind measured cost curves and pass-cost timings
+/// (`tern-lab`). Every pass leaves the cache as it found it.
+#[cfg(feature = "lab")]
+pub struct PassTimer<'e> {
+    engine: &'e crate::Engine,
+    kv: crate::model::KvCache,
+    scratch: crate::model::Scratch,
+    base: usize,
+    chain: Vec<u32>,
+    parents: Vec<Option<usize>>,
+}
+
+#[cfg(feature = "lab")]
+impl<'e> PassTimer<'e> {
+    /// Prefills `context` (at least one token) and readies chains of up to `longest` tokens,
+    /// taken from the context (the cost depends on the counts, not the text).
+    pub fn new(engine: &'e crate::Engine, context: &[u32], longest: usize) -> crate::Result<PassTimer<'e>> {
+        if context.is_empty() || longest == 0 {
+            return Err(crate::Error::InvalidOption("a pass timer needs a context and a chain length".into()));
+        }
+        let model = engine.model();
+        let mut kv = model.new_kv_cache(context.len() + longest + 1);
+        let mut scratch = crate::model::Scratch::default();
+        model.forward(engine.pool(), &mut kv, &mut scratch, context, crate::model::Logits::None)?;
+        let base = kv.len();
+        let chain = context.iter().copied().cycle().skip(1).take(longest).collect();
+        let parents = (0..longest).map(|i| i.checked_sub(1)).collect();
+        Ok(PassTimer { engine, kv, scratch, base, chain, parents })
+    }
+
+    /// Cached positions before each timed chain.
+    pub fn depth(&self) -> usize {
+        self.base
+    }
+
+    /// One pass over the first `n` chain tokens (1..=longest), all logits: its wall time.
+    pub fn time(&mut self, n: usize) -> crate::Result<Duration> {
+        let n = n.clamp(1, self.chain.len());
+        let t0 = std::time::Instant::now();
+        let result = self.engine.model().forward_tree(
+            self.engine.pool(),
+            &mut self.kv,
+            &mut self.scratch,
+            &self.chain[..n],
+            &self.parents[..n],
+            crate::model::Logits::All,
+        );
+        let elapsed = t0.elapsed();
+        self.kv.truncate(self.base);
+        result.map(|_| elapsed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,14 @@ pub struct TreeShape {
     pub max_depth: usize,
 }
 
+impl TreeShape {
+    /// The largest tree `limits` lets a step draft (a session narrows it to the room left in
+    /// the cache and the answer, and to the controller's depth cap).
+    pub const fn of(limits: super::DraftLimits) -> TreeShape {
+        TreeShape { max_nodes: limits.max_draft_tokens, max_width: limits.max_width, max_depth: limits.max_depth }
+    }
+}
+
 /// Where a tree node stands in the index.
 #[derive(Debug, Clone, Copy)]
 struct Place {

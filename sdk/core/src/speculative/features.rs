@@ -98,7 +98,7 @@ impl Evidence {
     }
 }
 
-/// Starting weights: `scripts/fit_acceptance.py` on the examples `tern acceptance-data` draws
+/// Starting weights: `scripts/fit_acceptance.py` on the examples `tern-lab acceptance-data` draws
 /// from the greedy answers of SmolLM2-135M and Qwen2.5-0.5B over the dev workloads (every
 /// answer position, the earlier cases' answers of each task as history; see
 /// docs/speculative.md). Reused tails are not simulated there and keep weight 0.

@@ -76,7 +76,7 @@ pub(crate) fn find(name: &str) -> Result<(&'static str, Loader)> {
         .iter()
         .find(|(n, _)| *n == name)
         .copied()
-        .ok_or_else(|| Error::UnsupportedArchitecture(name.to_owned()))
+        .ok_or_else(|| Error::UnsupportedArchitecture { name: name.to_owned(), supported: names() })
 }
 
 /// The names of every supported architecture, for messages.

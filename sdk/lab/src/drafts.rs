@@ -1,43 +1,21 @@
 //! The trees the drafter grows along a known answer, as a session would draft them: the
 //! prompt calibrated by the session's default, then after every answer token a tree of
-//! `DraftLimits::AUTO`'s bounds, uncapped by any controller. `tern acceptance-data` labels
-//! their nodes; `tern bench-workloads` prices what they held (the tree bound).
+//! `DraftLimits::AUTO`'s bounds, uncapped by any controller. `tern-lab acceptance-data` labels
+//! their nodes; `tern-lab bench-workloads` prices what they held (the tree bound).
 
-use tern::model::{Logits, Scratch};
-use tern::speculative::calibration::PromptScorer;
 use tern::speculative::drafter::{Drafter, TreeShape};
 use tern::speculative::features::AcceptanceModel;
 use tern::speculative::tree::DraftTree;
-use tern::{Engine, SpeculationOptions};
-
-use crate::error::Result;
+use tern::{DraftLimits, Engine, SpeculationOptions};
+use tern_cli::error::Result;
 
 /// The tree grown at every answer position: `DraftLimits::AUTO`'s bounds.
-pub const SHAPE: TreeShape = TreeShape { max_nodes: 31, max_width: 3, max_depth: 24 };
+pub const SHAPE: TreeShape = TreeShape::of(DraftLimits::AUTO);
 
-/// Prompt tokens per pass while calibrating (any size gives the same rows: passes are
-/// batch-invariant).
-const CHUNK: usize = 128;
-
-/// A drafter over `sources` (history texts, as token ids) and `prompt`, with the model's
-/// predictions at the prompt positions a session calibrates by default, as its prefill
-/// records them.
+/// A drafter over `sources` (history texts, as token ids) and `prompt`, calibrated as a
+/// session's prefill calibrates it by default (`tern::session::calibrated_drafter`).
 pub fn calibrated_drafter(engine: &Engine, sources: &[Vec<u32>], prompt: &[u32]) -> Result<Drafter> {
-    let mut drafter = Drafter::default();
-    drafter.start(sources, prompt, 0);
-    let model = engine.model();
-    let mut kv = model.new_kv_cache(prompt.len() + 1);
-    let mut scratch = Scratch::default();
-    let from = prompt.len().saturating_sub(SpeculationOptions::default().calibration_positions + 1);
-    model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[..from], Logits::None)?;
-    let mut scorer = PromptScorer::default();
-    scorer.prepare(model, prompt);
-    for start in (from..prompt.len()).step_by(CHUNK) {
-        let end = (start + CHUNK).min(prompt.len());
-        model.forward(engine.pool(), &mut kv, &mut scratch, &prompt[start..end], Logits::Hidden { last: false })?;
-        scorer.predict(model, engine.pool(), &scratch, start, prompt, |pos, p| drafter.calibrate(pos, p));
-    }
-    Ok(drafter)
+    Ok(tern::session::calibrated_drafter(engine, sources, prompt, &SpeculationOptions::default())?)
 }
 
 /// Grows a tree after each token of `answer` but the last (the answer so far indexed), and

@@ -1,12 +1,15 @@
-//! Probes on a loaded engine: decode [`PROBE_TOKENS`] greedy tokens on a selection and measure
-//! speed, energy and CPU time. The model and prompt do not matter much (one tuning serves every
-//! model): what is measured is how the device decodes memory-bound work on those cores.
+//! Energy tuning of a loaded engine: the tuner's [`Probe`] implemented on the engine (decode
+//! [`PROBE_TOKENS`] greedy tokens on a selection and measure speed, energy and CPU time), and
+//! the tuning run. The model and prompt do not matter much (one tuning serves every model): what
+//! is measured is how the device decodes memory-bound work on those cores. It sits beside the
+//! engine so that `energy/` needs nothing of it.
 
 use std::time::{Duration, Instant};
 
-use super::meter::EnergyMeter;
-use super::tuner::{Measurement, Probe, PROBE_TOKENS};
-use crate::engine::Engine;
+use super::Engine;
+use crate::energy::meter::EnergyMeter;
+pub use crate::energy::tuner::POWER_SAVER_SLOWDOWN;
+use crate::energy::tuner::{Measurement, Probe, PROBE_TOKENS};
 use crate::error::{Error, Result};
 use crate::model::{Logits, Scratch};
 use crate::runtime::{process_cpu_time, CoreSelection};
@@ -84,8 +87,8 @@ fn argmax(v: &[f32]) -> u32 {
 
 /// Tunes a loaded engine on this device: stage 1, then the balanced and power-saver searches
 /// (the second reuses the first's probes). Leaves the pool on every thread, unpinned.
-pub fn tune_engine(engine: &Engine) -> Result<super::Tuning> {
-    use super::tuner::{Tuner, TunerOptions};
+pub fn tune_engine(engine: &Engine) -> Result<crate::energy::Tuning> {
+    use crate::energy::tuner::{Tuner, TunerOptions};
     let control = engine.energy();
     let started = Instant::now();
     let mut probe = EngineProbe::new(engine, control.meter().as_ref());
@@ -95,8 +98,8 @@ pub fn tune_engine(engine: &Engine) -> Result<super::Tuning> {
         let (fastest, fastest_tokens_per_s) = tuner.fastest()?;
         let balanced = tuner.search(TunerOptions::default().max_slowdown)?;
         let power_saver = tuner.search(POWER_SAVER_SLOWDOWN)?;
-        Ok(super::Tuning {
-            version: super::store::Tuning::new_version(),
+        Ok(crate::energy::Tuning {
+            version: crate::energy::Tuning::new_version(),
             key: control.key().to_owned(),
             topology: topology.describe(),
             fastest,
@@ -111,6 +114,3 @@ pub fn tune_engine(engine: &Engine) -> Result<super::Tuning> {
     engine.pool().set_selection(None);
     result
 }
-
-/// The slowdown the power-saver mode accepts.
-pub const POWER_SAVER_SLOWDOWN: f64 = 0.25;

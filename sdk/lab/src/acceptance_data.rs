@@ -1,4 +1,4 @@
-//! `tern acceptance-data`: labelled examples for fitting the acceptance model's starting weights
+//! `tern-lab acceptance-data`: labelled examples for fitting the acceptance model's starting weights
 //! (`tern::speculative::features::INITIAL_WEIGHTS`, with `scripts/fit_acceptance.py`), from
 //! the greedy answers of a workloads file.
 //!
@@ -20,9 +20,11 @@ use serde::Serialize;
 use tern::speculative::features::AcceptanceModel;
 use tern::SpeculationOptions;
 
-use crate::bench_workloads::{answer, copy_runs, prompt_ids, WorkloadRun};
+use tern_cli::bench_workloads::{answer, prompt_ids, WorkloadRun};
+use tern_cli::error::{CliError, Result};
+
+use crate::bench_workloads::copy_runs;
 use crate::drafts::{along_answer, calibrated_drafter, held, SHAPE};
-use crate::error::{CliError, Result};
 
 #[derive(Args, Debug)]
 pub struct AcceptanceDataArgs {
