@@ -36,6 +36,7 @@ macro_rules! by_head_count {
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
+mod adapt;
 pub mod blocks;
 mod dispatch;
 pub mod packed;

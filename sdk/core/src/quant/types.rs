@@ -7,6 +7,7 @@
 
 use half::{bf16, f16};
 
+pub use super::adapt::{Reference, Tensor};
 use super::blocks::*;
 use super::reference as r;
 
@@ -47,19 +48,6 @@ macro_rules! tensor_types {
             }
         }
     };
-}
-
-/// A tensor type at the type level: its block, and the block of the activation format its dot
-/// products consume (its own for activation formats). Implemented by the [`ty`] markers.
-pub trait Tensor: 'static {
-    const TYPE: GgmlType;
-    type Block: Block;
-    type Act: Block;
-}
-
-/// A weight type's scalar reference functions.
-pub trait Reference: Tensor {
-    const DOT: fn(&[Self::Block], &[Self::Act]) -> f32;
 }
 
 /// Every table-driven function that lists types reads the table through this macro's output.
@@ -173,7 +161,7 @@ macro_rules! define_types {
         /// The reference set's tables, which every set starts from.
         pub(super) mod reference_tables {
             use super::*;
-            use crate::quant::sets::{dequantize_with, mat_mat_ref, mat_vec_ref, quantize_with, vec_dot_ref};
+            use crate::quant::adapt::{dequantize_with, mat_mat_ref, mat_vec_ref, quantize_with, vec_dot_ref};
             use crate::quant::{DequantizeFn, MatMatFn, MatVecFn, QuantizeFn, VecDotFn};
 
             pub const DOT: [Option<VecDotFn>; N_TYPES] = {
