@@ -30,20 +30,22 @@ fn run(
     gen: impl Iterator<Item = tern::Result<Event>>,
     cancelled_at: &Mutex<Option<Instant>>,
     in_prefill: bool,
-) -> Option<Duration> {
+) -> tern::Result<Option<Duration>> {
     let mut tokens = 0;
     for ev in gen {
-        match ev.expect("event") {
+        match ev? {
             Event::Token { .. } => tokens += 1,
             Event::Done(stats) => {
                 let end = Instant::now();
-                let at = (*cancelled_at.lock().unwrap_or_else(|e| e.into_inner()))?;
+                let Some(at) = *cancelled_at.lock().unwrap_or_else(|e| e.into_inner()) else {
+                    return Ok(None);
+                };
                 let right_phase = if in_prefill { stats.generated_tokens == 0 } else { tokens > 0 };
-                return (stats.finish_reason == FinishReason::Cancelled && right_phase).then(|| end - at);
+                return Ok((stats.finish_reason == FinishReason::Cancelled && right_phase).then(|| end - at));
             }
         }
     }
-    None
+    Ok(None)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -66,7 +68,7 @@ fn report(phase: &str, mut v: Vec<Duration>, rounds: usize) {
     );
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {
         eprintln!("usage: cancel_latency MODEL.gguf [ROUNDS] [THREADS]");
@@ -74,7 +76,7 @@ fn main() {
     };
     let rounds: usize = args.next().and_then(|v| v.parse().ok()).unwrap_or(100);
     let threads: Option<usize> = args.next().and_then(|v| v.parse().ok());
-    let engine = Engine::load(&path, EngineOptions { threads, ..Default::default() }).expect("load");
+    let engine = Engine::load(&path, EngineOptions { threads, ..Default::default() })?;
     let info = engine.info();
     println!("{} ({}), {} threads, {} kernels", info.name, info.architecture, info.threads, info.kernels);
     let prompt =
@@ -85,44 +87,45 @@ fn main() {
 
     // How long one whole prefill takes: cancels land uniformly inside it.
     let prefill_time = {
-        let mut s =
-            Session::new(Arc::clone(&engine), SessionOptions { max_tokens: 1, ..opts.clone() }).expect("session");
+        let mut s = Session::new(Arc::clone(&engine), SessionOptions { max_tokens: 1, ..opts.clone() })?;
         let t0 = Instant::now();
-        s.send(&prompt).expect("send").for_each(drop);
+        for ev in s.send(&prompt)? {
+            ev?;
+        }
         t0.elapsed()
     };
     println!("one prefill: {:.0} ms", prefill_time.as_secs_f64() * 1e3);
 
     let mut prefill = Vec::new();
     for _ in 0..rounds {
-        let mut s = Session::new(Arc::clone(&engine), opts.clone()).expect("session");
+        let mut s = Session::new(Arc::clone(&engine), opts.clone())?;
         let handle = s.cancel_handle();
         let at = Arc::new(Mutex::new(None));
         let delay = prefill_time.mul_f64(0.9 * rng.unit());
         let a = Arc::clone(&at);
-        let gen = s.send(&prompt).expect("send");
+        let gen = s.send(&prompt)?;
         let canceller = std::thread::spawn(move || {
             std::thread::sleep(delay);
             *a.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             handle.cancel();
         });
-        let latency = run(gen, &at, true);
-        canceller.join().expect("canceller");
+        let latency = run(gen, &at, true)?;
+        canceller.join().map_err(|_| "the canceller thread panicked")?;
         prefill.extend(latency);
     }
     report("prefill", prefill, rounds);
 
     let mut decode = Vec::new();
-    let mut s = Session::new(Arc::clone(&engine), opts.clone()).expect("session");
+    let mut s = Session::new(Arc::clone(&engine), opts.clone())?;
     for _ in 0..rounds {
         s.reset();
         let handle = s.cancel_handle();
         let at = Arc::new(Mutex::new(None));
-        let mut gen = s.send("Tell me a long story about the sea.").expect("send");
+        let mut gen = s.send("Tell me a long story about the sea.")?;
         // The first token: decode has begun.
-        match gen.next().expect("an event").expect("ok") {
-            Event::Token { .. } => {}
-            Event::Done(_) => continue,
+        match gen.next().transpose()? {
+            Some(Event::Token { .. }) => {}
+            Some(Event::Done(_)) | None => continue,
         }
         let delay = Duration::from_millis(200).mul_f64(rng.unit());
         let a = Arc::clone(&at);
@@ -132,9 +135,10 @@ fn main() {
             handle.cancel();
         });
         let latency =
-            run(std::iter::once(Ok(Event::Token { text: String::new(), ids: Vec::new() })).chain(gen), &at, false);
-        canceller.join().expect("canceller");
+            run(std::iter::once(Ok(Event::Token { text: String::new(), ids: Vec::new() })).chain(gen), &at, false)?;
+        canceller.join().map_err(|_| "the canceller thread panicked")?;
         decode.extend(latency);
     }
     report("decode", decode, rounds);
+    Ok(())
 }

@@ -28,15 +28,7 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
     for (il, (heads, &ff)) in h.heads()?.into_iter().zip(&n_ff).enumerate() {
         let is_local = il % PATTERN < PATTERN - 1;
         let spec = AttentionSpec { qk_norm: true, window: is_local.then_some(window), ..AttentionSpec::new(heads) };
-        layers.push(Box::new(Layer {
-            attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
-            attn: Attention::load(h, il, &spec)?,
-            rope: if is_local { LOCAL } else { GLOBAL },
-            post_attn_norm: RmsNorm::layer(h, il, "post_attention_norm")?,
-            ffn_norm: RmsNorm::layer(h, il, "ffn_norm")?,
-            ffn: Glu::load(h, il, ff, Activation::GeluTanh)?,
-            post_ffn_norm: RmsNorm::layer(h, il, "post_ffw_norm")?,
-        }));
+        layers.push(Box::new(Layer::load(h, il, &spec, if is_local { LOCAL } else { GLOBAL }, ff)?));
     }
     Ok(Arch {
         layers,
@@ -48,7 +40,9 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
     })
 }
 
-struct Layer {
+/// Gemma's layer: attention and GeGLU, each between a norm before and a norm after (Gemma 4's
+/// layers are this plus their per-layer embedding).
+pub(super) struct Layer {
     attn_norm: RmsNorm,
     attn: Attention,
     rope: RopeId,
@@ -56,6 +50,20 @@ struct Layer {
     ffn_norm: RmsNorm,
     ffn: Glu,
     post_ffn_norm: RmsNorm,
+}
+
+impl Layer {
+    pub(super) fn load(h: &Hparams, il: usize, spec: &AttentionSpec, rope: RopeId, ff: usize) -> Result<Layer> {
+        Ok(Layer {
+            attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
+            attn: Attention::load(h, il, spec)?,
+            rope,
+            post_attn_norm: RmsNorm::layer(h, il, "post_attention_norm")?,
+            ffn_norm: RmsNorm::layer(h, il, "ffn_norm")?,
+            ffn: Glu::load(h, il, ff, Activation::GeluTanh)?,
+            post_ffn_norm: RmsNorm::layer(h, il, "post_ffw_norm")?,
+        })
+    }
 }
 
 impl blocks::Layer for Layer {

@@ -14,8 +14,7 @@
 
 use crate::error::{Error, Result};
 
-use super::super::blocks::attention::{Attention, AttentionSpec};
-use super::super::blocks::ffn::{Activation, Glu};
+use super::super::blocks::attention::AttentionSpec;
 use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeId, RopeStyle};
 use super::super::blocks::{self, LogitMap, Pass};
@@ -24,7 +23,7 @@ use super::super::ops;
 use super::super::scratch::grow;
 use super::super::state::LayerCache;
 use super::super::weights::{load_vector, Matrix};
-use super::{output_norm, Arch};
+use super::{gemma3, output_norm, Arch};
 
 const GLOBAL: RopeId = 0;
 const SLIDING: RopeId = 1;
@@ -82,13 +81,7 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
         let p = per_layer.width;
         let name = |s: &str| format!("blk.{il}.{s}.weight");
         layers.push(Box::new(Layer {
-            attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
-            attn: Attention::load(h, il, &spec)?,
-            rope: if is_sliding { SLIDING } else { GLOBAL },
-            post_attn_norm: RmsNorm::layer(h, il, "post_attention_norm")?,
-            ffn_norm: RmsNorm::layer(h, il, "ffn_norm")?,
-            ffn: Glu::load(h, il, ff, Activation::GeluTanh)?,
-            post_ffn_norm: RmsNorm::layer(h, il, "post_ffw_norm")?,
+            block: gemma3::Layer::load(h, il, &spec, if is_sliding { SLIDING } else { GLOBAL }, ff)?,
             inp_gate: Matrix::load(f, &name("inp_gate"), d, p)?,
             proj: Matrix::load(f, &name("proj"), p, d)?,
             post_norm: RmsNorm::layer(h, il, "post_norm")?,
@@ -189,13 +182,8 @@ impl blocks::Layer for PerLayerInputs {
 }
 
 struct Layer {
-    attn_norm: RmsNorm,
-    attn: Attention,
-    rope: RopeId,
-    post_attn_norm: RmsNorm,
-    ffn_norm: RmsNorm,
-    ffn: Glu,
-    post_ffn_norm: RmsNorm,
+    /// Gemma 3's layer, then the per-layer embedding's update.
+    block: gemma3::Layer,
     /// The per-layer embedding's gate (width → P) and projection back (P → width).
     inp_gate: Matrix,
     proj: Matrix,
@@ -208,14 +196,7 @@ struct Layer {
 
 impl blocks::Layer for Layer {
     fn forward(&self, p: &mut Pass<'_>) {
-        p.norm(&self.attn_norm);
-        self.attn.forward(p, Some(self.rope));
-        p.post_norm(&self.post_attn_norm);
-        p.add_to_stream();
-        p.norm(&self.ffn_norm);
-        self.ffn.forward(p);
-        p.post_norm(&self.post_ffn_norm);
-        p.add_to_stream();
+        self.block.forward(p);
 
         // x += norm(proj · (gelu(inp_gate · x) ∘ this layer's input)).
         let (e, n, w) = (p.exec, p.n, self.width);
@@ -239,12 +220,11 @@ impl blocks::Layer for Layer {
     }
 
     fn cache(&self) -> LayerCache {
-        self.attn.cache()
+        self.block.cache()
     }
 
     fn matrices(&mut self) -> Vec<&mut Matrix> {
-        let mut m = self.attn.matrices();
-        m.extend(self.ffn.matrices());
+        let mut m = self.block.matrices();
         m.extend([&mut self.inp_gate, &mut self.proj]);
         m
     }
