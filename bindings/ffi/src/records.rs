@@ -2,8 +2,6 @@
 //! breaks no caller), model facts, statistics and stream events, each converted from the SDK's
 //! own type in one place.
 
-use std::time::Duration;
-
 use crate::energy::{EnergyOptions, EnergyStats};
 use crate::speculation::{SpeculationOptions, SpeculationStats};
 use crate::structured::ToolCall;
