@@ -10,7 +10,7 @@
 //! The work is done by llguidance (the library behind llama.cpp's and vLLM's structured output):
 //! an Earley parser over a lexer of derivative-based regexes, walking a trie of the vocabulary's
 //! token bytes. It needs Rust 1.87, so it is compiled only with the `structured` cargo feature;
-//! without it every grammar is refused with [`Error::Grammar`].
+//! without it every grammar is refused with [`crate::Error::Grammar`].
 
 #[cfg(feature = "structured")]
 mod llg;
@@ -50,7 +50,7 @@ impl Grammar {
 
     /// Compiles the grammar for `vocab`. Grammars the library cannot handle (syntax errors,
     /// unsupported schema keywords, unsatisfiable schemas, builds without the `structured`
-    /// feature) give [`Error::Grammar`](crate::Error::Grammar) here, before any generation.
+    /// feature) give [`crate::Error::Grammar`] here, before any generation.
     pub fn compile(&self, vocab: &Vocabulary) -> Result<CompiledGrammar> {
         CompiledGrammar::new(vocab, self)
     }

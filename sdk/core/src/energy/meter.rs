@@ -2,7 +2,7 @@
 //! boundaries. Every reading says whether it was measured or estimated.
 //!
 //! - [`RaplMeter`]: Linux powercap (`/sys/class/powercap/intel-rapl:N/energy_uj`), package energy.
-//! - [`PowerSupplyMeter`]: a battery's `power_now`, or `current_now` × `voltage_now`, polled
+//! - [`PowerSupplySource`]: a battery's `power_now`, or `current_now` × `voltage_now`, polled
 //!   every 50 ms and integrated (laptops, and the Android phones that expose it).
 //! - The Android `BatteryManager` meter (`super::android`), polled the same way through JNI.
 //! - [`EstimatedMeter`]: the power heuristic integrated over time, where nothing can be read

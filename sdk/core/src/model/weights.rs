@@ -9,7 +9,7 @@ use crate::quant::{kernels, GgmlType};
 
 /// A weight matrix of `rows` outputs by `cols` inputs, row-major as ggml stores it
 /// (`dims = [cols, rows]`). The location in the mapped file is kept; products read either
-/// those bytes or, once [`Matrix::pack`] has run, a copy in the kernel set's tiled layout.
+/// those bytes or, once [`Matrix::packer`] has run, a copy in the kernel set's tiled layout.
 #[derive(Debug, Clone)]
 pub struct Matrix {
     pub name: String,

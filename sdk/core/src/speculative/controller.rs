@@ -21,8 +21,8 @@
 //! Within an answer, the estimates are held to what they promised: each plan promises
 //! Σ p_path drafted tokens, and where an answer's drafts have been taken less often than
 //! promised (a reply that leaves the thread's wording), its later estimates are scaled down by
-//! the ratio, smoothed by a prior of [`PRIOR_TOKENS`] promised of which a share
-//! [`PRIOR_TAKEN_SHARE`] was taken: an answer's first drafts count their estimates at that
+//! the ratio, smoothed by a prior of `PRIOR_TOKENS` promised of which a share
+//! `PRIOR_TAKEN_SHARE` was taken: an answer's first drafts count their estimates at that
 //! share, until drafts of the answer have been taken. Never up: the acceptance model already
 //! learns from every outcome, and the scale only keeps one answer's shortfall from costing
 //! more passes than the answer has steps to win back.

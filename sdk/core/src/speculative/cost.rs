@@ -14,7 +14,7 @@
 //!
 //! A size the controller stops choosing is never measured again, so a bad measurement of it
 //! (a noisy start, a shorter context, another process) would keep it out of use for good. A
-//! size's durations therefore expire once [`STALE_AFTER`] passes went by without one: it is
+//! size's durations therefore expire once `STALE_AFTER` passes went by without one: it is
 //! treated as not seen, priced from its fresh neighbours, tried again where that pays, and
 //! measured anew.
 

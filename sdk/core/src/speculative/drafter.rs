@@ -160,7 +160,7 @@ impl Drafter {
         self.matcher.index().len()
     }
 
-    /// Offers `tokens` as a draft for the next steps (see [`super::reuse`]).
+    /// Offers `tokens` as a draft for the next steps (see [`super::agreeing_tail`]).
     pub fn reserve(&mut self, tokens: &[u32]) {
         self.reserved.tokens.clear();
         self.reserved.tokens.extend_from_slice(tokens);

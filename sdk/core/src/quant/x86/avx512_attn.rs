@@ -83,7 +83,7 @@ macro_rules! by_head_vectors {
 
 /// The query heads in groups of at most `MAX_HEADS`, each group through the `chunk_f16` or
 /// `chunk_int8` instance for its head count. With f16 keys and many heads (a batch's queries over
-/// a shared chunk), every head's scores are first computed together by [`scores_f16_by_rows`].
+/// a shared chunk), every head's scores are first computed together by `scores_f16_by_rows`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 pub unsafe fn attn_chunk(
     q: &[f32],

@@ -20,8 +20,8 @@
 //! | Q4_1 | qs 4×64, d 16×f16, m 16×f16 |
 //! | Q5_0 | qs 4×64, high bits 8×u64 (mask of vector v's low nibbles, then its high nibbles), d |
 //! | Q8_0 | qs+128 8×64 (u8), d |
-//! | Q4_K | qs 32×64, scales [pair][row][2] u8, mins [pair][row][2] u8, d 16×f16, dmin 16×f16 |
-//! | Q6_K | ql 32×64, qh 16×64, scales [pair][row][2] i8, d 16×f16 |
+//! | Q4_K | qs 32×64, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 16×f16, dmin 16×f16 |
+//! | Q6_K | ql 32×64, qh 16×64, scales `[pair][row][2]` i8, d 16×f16 |
 //!
 //! Q6_K: ql vector `16h + 8kk + l4` holds `ql[64h + 32kk + 4l4..]` (low nibbles: elements
 //! `128h + 32kk + 4l4..`, high nibbles the ones 64 further on); qh vector `8h + l4` holds

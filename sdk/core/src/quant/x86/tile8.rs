@@ -20,8 +20,8 @@
 //! | Q4_1 | qs 4×32, d 8×f16, m 8×f16 |
 //! | Q5_0 | qs 4×32, high bits 32 (see below), d 8×f16 |
 //! | Q8_0 | qs 8×32 (i8), d 8×f16 |
-//! | Q4_K | qs 32×32, scales [pair][row][2] u8, mins [pair][row][2] u8, d 8×f16, dmin 8×f16 |
-//! | Q6_K | ql 32×32, qh 16×32, scales [pair][row][2] i8, d 8×f16 |
+//! | Q4_K | qs 32×32, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 8×f16, dmin 8×f16 |
+//! | Q6_K | ql 32×32, qh 16×32, scales `[pair][row][2]` i8, d 8×f16 |
 //!
 //! Q5_0: byte `4r + i` of the high-bit vector holds, in bit `v`, the fifth bit of the element in
 //! lane `r`, position `i` of nibble vector `v`'s low nibbles, and in bit `4 + v` that of its high
