@@ -293,6 +293,9 @@ internal suspend fun CoroutineScope.energyTests(model: String) {
                 val custom = EnergyMode.Custom(prefill = CoreSelection.Threads(1u), decode = CoreSelection.Threads(1u))
                 engine.setEnergyMode(custom)
                 engine.energyStatus().let { expect(it.decode == CoreSelection.Threads(1u) && it.prefill == CoreSelection.Threads(1u)) { "custom $it" } }
+                val missing = EnergyMode.Custom(prefill = CoreSelection.Cores(listOf(99999u)), decode = CoreSelection.Threads(1u))
+                expectThrows<TernException.InvalidOption> { engine.setEnergyMode(missing) }
+                expect(engine.energyStatus().mode == custom) { "a refused mode changed it: ${engine.energyStatus().mode}" }
                 val stats = engine.newSession(SessionOptions(maxTokens = 8u, ignoreEos = true)).use { it.reply("Hello").stats }
                 val decode = stats.energy.decode
                 expect(decode.selection == CoreSelection.Threads(1u)) { "decoded on ${decode.selection}" }

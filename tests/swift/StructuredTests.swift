@@ -246,7 +246,7 @@ extension Suite {
             let engine = try await Engine.load(path: model, options: EngineOptions(threads: threads, energy: energy))
             let status = engine.energyStatus()
             try expect(status.mode == .balanced && status.effectiveMode == .balanced && !status.tuned, "status \(status)")
-            engine.setEnergyMode(mode: .performance)
+            try engine.setEnergyMode(mode: .performance)
             try expect(engine.energyStatus().mode == .performance, "mode \(engine.energyStatus().mode)")
             engine.report(thermalState: .serious)
             try expect(engine.energyStatus().effectiveMode == .powerSaver, "throttled \(engine.energyStatus())")
@@ -254,7 +254,13 @@ extension Suite {
             try expect(engine.energyStatus().effectiveMode == .powerSaver, "battery low \(engine.energyStatus())")
             engine.report(thermalState: .fair)
             try expect(engine.energyStatus().effectiveMode == .performance, "cleared \(engine.energyStatus())")
-            engine.setEnergyMode(mode: .custom(prefill: .threads(count: 1), decode: .threads(count: 1)))
+            try engine.setEnergyMode(mode: .custom(prefill: .threads(count: 1), decode: .threads(count: 1)))
+            let missing = EnergyMode.custom(prefill: .cores(ids: [99999]), decode: .threads(count: 1))
+            try await expectThrows("a core the device lacks", { try engine.setEnergyMode(mode: missing) }) {
+                if case .InvalidOption? = ternError($0) { return true }
+                return false
+            }
+            try expect(engine.energyStatus().mode == .custom(prefill: .threads(count: 1), decode: .threads(count: 1)), "a refused mode changed it: \(engine.energyStatus().mode)")
             let stats = try await engine.newSession(options: SessionOptions(maxTokens: 8, ignoreEos: true)).reply("Hello").stats
             try expect(stats.energy.decode.selection == .threads(count: 1), "decoded on \(String(describing: stats.energy.decode.selection))")
             try expect((stats.energy.decode.joulesPerToken ?? 0) > 0, "decode energy \(stats.energy.decode)")

@@ -102,8 +102,16 @@ public final class ChatViewModel {
 
     /// Sets the engine's energy mode (it applies from the next answer, to every session of the
     /// engine): performance, balanced (the default) or power saver.
+    /// A mode the device cannot run (a custom selection of cores it lacks) leaves the mode as
+    /// it was and says why in `error`.
     public func setEnergyMode(_ mode: EnergyMode) {
-        engine.setEnergyMode(mode: mode)
+        do {
+            try engine.setEnergyMode(mode: mode)
+        } catch let e as TernError {
+            error = describe(e)
+        } catch {
+            self.error = "\(error)"
+        }
         energyMode = energyModeName(engine.energyStatus().effectiveMode)
     }
 

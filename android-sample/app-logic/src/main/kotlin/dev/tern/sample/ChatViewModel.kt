@@ -148,10 +148,15 @@ class ChatViewModel(
 
     /**
      * Sets the engine's energy mode (it applies from the next answer, to every session of the
-     * engine): performance, balanced (the default) or power saver.
+     * engine): performance, balanced (the default) or power saver. A mode the device cannot
+     * run (a custom selection of cores it lacks) leaves the mode as it was and says why in `error`.
      */
     fun setEnergyMode(mode: EnergyMode) {
-        engine.setEnergyMode(mode)
+        try {
+            engine.setEnergyMode(mode)
+        } catch (e: TernException) {
+            _state.update { it.copy(error = describe(e)) }
+        }
         _state.update { it.copy(energyMode = energyModeName(engine.energyStatus().effectiveMode)) }
     }
 
