@@ -90,7 +90,8 @@ fn lock_session(m: &Mutex<tern::Session>) -> MutexGuard<'_, tern::Session> {
 
 /// Cancellation of one answer. The session's cancel flag is shared by all its answers, so it
 /// is raised only while this answer is still running: `finished` is set (under the lock)
-/// before the session is released to the next `send`.
+/// before the session is released to the next `send`, and a cancel that came after the SDK
+/// ended the answer but before `finish` is withdrawn there.
 struct Control {
     cancelled: AtomicBool,
     finished: Mutex<bool>,
@@ -111,7 +112,11 @@ impl Control {
     }
 
     fn finish(&self) {
-        *lock(&self.finished) = true;
+        let mut finished = lock(&self.finished);
+        *finished = true;
+        if self.is_cancelled() {
+            self.session_cancel.withdraw();
+        }
     }
 }
 
@@ -406,5 +411,46 @@ impl Drop for TokenStream {
         if !self.chan.is_closed() {
             self.control.cancel();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> std::path::PathBuf {
+        let dir = std::env::var_os("TERN_MODEL_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/tern/models")
+        });
+        dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")
+    }
+
+    fn control(session: &tern::Session) -> Control {
+        Control {
+            cancelled: AtomicBool::new(false),
+            finished: Mutex::new(false),
+            session_cancel: session.cancel_handle(),
+        }
+    }
+
+    /// The generation thread has a window between the SDK ending the answer and `finish`; a
+    /// cancel made there (driven here step by step) ends nothing, and must not end the next.
+    #[test]
+    fn a_cancel_as_an_answer_ends_does_not_reach_the_next() {
+        let engine = tern::Engine::load(model(), tern::EngineOptions { threads: Some(1), ..Default::default() })
+            .expect("the SmolLM2 model (cargo xtask models)");
+        let opts = tern::SessionOptions { max_tokens: 3, ignore_eos: true, ..Default::default() };
+        let mut session = tern::Session::new(engine, opts).unwrap();
+        let snapshot = Mutex::new(Snapshot::default());
+        let first = control(&session);
+        let stats = run_answer(&mut session, &Request::Message("Hi".into()), &first, &snapshot, |_, _| true).unwrap();
+        assert_eq!(stats.finish_reason, FinishReason::MaxTokens);
+        first.cancel();
+        first.finish();
+        let next = control(&session);
+        let stats =
+            run_answer(&mut session, &Request::Message("Hi again".into()), &next, &snapshot, |_, _| true).unwrap();
+        assert_eq!(stats.finish_reason, FinishReason::MaxTokens, "the old answer's cancel reached the next one");
+        assert_eq!(stats.generated_tokens, 3);
     }
 }

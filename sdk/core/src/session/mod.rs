@@ -145,6 +145,12 @@ impl CancelHandle {
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Release);
     }
+
+    /// Takes back a cancel no request has used up yet, so the next request runs: for a caller
+    /// whose cancel means "this request" and who learns it came after the request had ended.
+    pub fn withdraw(&self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 pub struct Session {
