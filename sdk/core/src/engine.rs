@@ -26,7 +26,7 @@ use crate::tokenizer::Tokenizer;
 
 /// Context length used when neither the app nor the model asks for less: the KV cache is
 /// allocated for it up front.
-pub const DEFAULT_CONTEXT_CAP: usize = 4096;
+pub(crate) const DEFAULT_CONTEXT_CAP: usize = 4096;
 
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
@@ -308,7 +308,7 @@ impl Engine {
 }
 
 /// The `k` largest (id, logit) pairs, highest first (ties: lower id first).
-pub fn top_k_of(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+pub(crate) fn top_k_of(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut idx: Vec<u32> = (0..logits.len() as u32).collect();
     let k = k.min(idx.len());
     let cmp = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]).then(a.cmp(b));

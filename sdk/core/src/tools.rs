@@ -147,7 +147,7 @@ impl ToolSet {
 
     /// The call in a finished answer that began with the call tag; `None` if it is incomplete
     /// (the answer was cut off) or names no tool of this set.
-    pub fn parse_call(&self, answer: &str) -> Option<ToolCall> {
+    pub(crate) fn parse_call(&self, answer: &str) -> Option<ToolCall> {
         let body = answer.strip_prefix(CALL_OPEN)?.trim_end().strip_suffix(CALL_CLOSE)?;
         let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
         let name = value.get("name")?.as_str()?;
@@ -225,7 +225,7 @@ impl CallDetector {
     }
 
     /// True once the answer is known to be a call.
-    pub fn is_call(&self) -> bool {
+    pub(crate) fn is_call(&self) -> bool {
         self.decided == Some(true)
     }
 }

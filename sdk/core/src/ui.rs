@@ -27,7 +27,7 @@ the next action as JSON: {\"action\": \"tap\"|\"type\"|\"scroll\"|\"back\", \"id
 to type, if any>} followed by one sentence explaining it.";
 
 /// Longest text a `type` action may carry.
-pub const MAX_TYPED_CHARS: usize = 200;
+pub(crate) const MAX_TYPED_CHARS: usize = 200;
 
 /// What is on the screen.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -155,7 +155,7 @@ pub fn parse_action(screen: &Screen, answer: &str) -> std::result::Result<UiActi
 
 /// Checks `action` against the rules of [`action_schema`]: an element of `screen` for all but
 /// `back` (a clickable one for `tap` when the screen marks any), text of 1 to
-/// [`MAX_TYPED_CHARS`] characters for `type` and for nothing else.
+/// `MAX_TYPED_CHARS` characters for `type` and for nothing else.
 pub fn validate(screen: &Screen, action: &UiAction) -> std::result::Result<(), ActionError> {
     let kind = action.action;
     if kind != UiActionKind::Type && action.text.is_some() {

@@ -17,13 +17,16 @@ const CLOSE: char = '\u{E001}';
 
 /// The stand-in for message `index`: private-use characters around a number, which no
 /// vocabulary parses as a special token and `trim` leaves alone.
-pub fn placeholder(index: usize) -> String {
+pub(crate) fn placeholder(index: usize) -> String {
     format!("{OPEN}{index}{CLOSE}")
 }
 
 /// `messages` with the content of every message `replace` selects turned into its
 /// [`placeholder`], and the indices replaced.
-pub fn with_placeholders(messages: &[Message], replace: impl Fn(&Message) -> bool) -> (Vec<Message>, Vec<usize>) {
+pub(crate) fn with_placeholders(
+    messages: &[Message],
+    replace: impl Fn(&Message) -> bool,
+) -> (Vec<Message>, Vec<usize>) {
     let mut replaced = Vec::new();
     let probe = messages
         .iter()
@@ -43,7 +46,7 @@ pub fn with_placeholders(messages: &[Message], replace: impl Fn(&Message) -> boo
 /// The byte ranges of `rendered` where the placeholders of `skeleton` (a rendering of the same
 /// conversation through [`with_placeholders`]) stand, in order; `None` when `rendered` is not
 /// the skeleton with each placeholder replaced by its message's content, as written or trimmed.
-pub fn content_ranges(rendered: &str, skeleton: &str, messages: &[Message]) -> Option<Vec<Range<usize>>> {
+pub(crate) fn content_ranges(rendered: &str, skeleton: &str, messages: &[Message]) -> Option<Vec<Range<usize>>> {
     let mut ranges = Vec::new();
     let mut at = 0; // position in `rendered`
     let mut rest = skeleton;

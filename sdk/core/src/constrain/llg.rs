@@ -225,7 +225,7 @@ impl TokenConstraint {
     }
 
     /// True once the grammar can accept nothing more: the answer is complete.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.error.is_none() && !self.matcher.is_error() && self.matcher.is_stopped()
     }
 

@@ -60,7 +60,7 @@ impl TokenConstraint {
         Err(Error::Constraint(UNAVAILABLE.into()))
     }
 
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         false
     }
 

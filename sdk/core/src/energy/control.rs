@@ -13,7 +13,7 @@ use super::store::{self, Tuning};
 use super::{DeviceState, EnergyMode, EnergyOptions, Phase};
 use crate::runtime::{pinning_supported, CoreSelection, CpuTopology};
 
-pub struct EnergyControl {
+pub(crate) struct EnergyControl {
     topology: CpuTopology,
     key: String,
     options: EnergyOptions,
@@ -50,7 +50,11 @@ impl EnergyControl {
         EnergyControl::with_parts(options, topology, meter)
     }
 
-    pub fn with_parts(options: EnergyOptions, topology: CpuTopology, meter: Arc<dyn EnergyMeter>) -> EnergyControl {
+    pub(crate) fn with_parts(
+        options: EnergyOptions,
+        topology: CpuTopology,
+        meter: Arc<dyn EnergyMeter>,
+    ) -> EnergyControl {
         let name = options.device_name.clone().unwrap_or_else(|| topology.soc.clone());
         let key = store::device_key(&name, &topology);
         let tuning = options.tuning_dir.as_deref().and_then(|d| store::load(d, &key, &topology));
@@ -80,7 +84,7 @@ impl EnergyControl {
         pinning_supported()
     }
 
-    pub fn set_mode(&self, mode: EnergyMode) {
+    pub(crate) fn set_mode(&self, mode: EnergyMode) {
         self.state().mode = mode;
     }
 
@@ -93,7 +97,7 @@ impl EnergyControl {
     }
 
     /// Keeps a new tuning (and stores it when the app gave a directory).
-    pub fn set_tuning(&self, tuning: Tuning) -> crate::Result<()> {
+    pub(crate) fn set_tuning(&self, tuning: Tuning) -> crate::Result<()> {
         if let Some(dir) = &self.options.tuning_dir {
             store::save(dir, &tuning)?;
         }

@@ -1,11 +1,11 @@
 //! Energy meters behind one trait: a cumulative joule counter the engine reads at phase
 //! boundaries. Every reading says whether it was measured or estimated.
 //!
-//! - [`RaplMeter`]: Linux powercap (`/sys/class/powercap/intel-rapl:N/energy_uj`), package energy.
-//! - [`PowerSupplySource`]: a battery's `power_now`, or `current_now` × `voltage_now`, polled
+//! - `RaplMeter`: Linux powercap (`/sys/class/powercap/intel-rapl:N/energy_uj`), package energy.
+//! - `PowerSupplySource`: a battery's `power_now`, or `current_now` × `voltage_now`, polled
 //!   every 50 ms and integrated (laptops, and the Android phones that expose it).
 //! - The Android `BatteryManager` meter (`super::android`), polled the same way through JNI.
-//! - [`EstimatedMeter`]: the power heuristic integrated over time, where nothing can be read
+//! - `EstimatedMeter`: the power heuristic integrated over time, where nothing can be read
 //!   (iOS, virtual machines).
 
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{CoreSelection, CpuTopology};
 
 /// How often instantaneous power is sampled (the paper's 50 ms: Android updates every 250 ms).
-pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EnergyKind {
@@ -58,7 +58,7 @@ fn read_num<T: std::str::FromStr>(path: &Path) -> Result<T> {
 
 /// Package energy from Linux powercap (Intel and AMD RAPL). The counters wrap at
 /// `max_energy_range_uj`; readings are unwrapped here.
-pub struct RaplMeter {
+pub(crate) struct RaplMeter {
     zones: Vec<RaplZone>,
 }
 
@@ -122,7 +122,7 @@ pub trait PowerSource: Send + 'static {
     fn watts(&mut self) -> Result<f64>;
 }
 
-/// Integrates a [`PowerSource`] sampled every [`POLL_INTERVAL`] on its own thread (trapezoids
+/// Integrates a [`PowerSource`] sampled every `POLL_INTERVAL` on its own thread (trapezoids
 /// between samples; the last sample is held up to the moment of reading).
 pub struct PolledMeter {
     name: String,
@@ -199,7 +199,7 @@ impl Drop for PolledMeter {
 }
 
 /// A battery in `/sys/class/power_supply`, while it powers the device (discharging).
-pub struct PowerSupplySource {
+pub(crate) struct PowerSupplySource {
     dir: PathBuf,
 }
 
@@ -239,7 +239,7 @@ impl PowerSource for PowerSupplySource {
 }
 
 /// The power model integrated over time: what the selection in use should draw.
-pub struct EstimatedMeter {
+pub(crate) struct EstimatedMeter {
     topology: CpuTopology,
     model: PowerModel,
     state: Mutex<(Instant, f64, f64)>,

@@ -76,13 +76,13 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
-    pub fn needs_saving(&self) -> bool {
+    pub(crate) fn needs_saving(&self) -> bool {
         self.battery_low || matches!(self.thermal, ThermalState::Serious | ThermalState::Critical)
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Phase {
+pub(crate) enum Phase {
     Prefill,
     Decode,
 }

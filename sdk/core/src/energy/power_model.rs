@@ -35,7 +35,7 @@ fn core_factor(part: Option<CpuPart>, capacity: u32) -> f64 {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PowerModel {
+pub(crate) struct PowerModel {
     /// a_i per cluster (W/GHz²).
     pub factor: Vec<f64>,
     /// f_max,i per cluster (GHz).
@@ -47,7 +47,7 @@ pub struct PowerModel {
 }
 
 impl PowerModel {
-    pub fn for_topology(topo: &CpuTopology) -> PowerModel {
+    pub(crate) fn for_topology(topo: &CpuTopology) -> PowerModel {
         PowerModel {
             factor: topo.clusters.iter().map(|c| core_factor(c.part, c.capacity)).collect(),
             ghz: topo.clusters.iter().map(|c| c.max_ghz().unwrap_or(UNKNOWN_GHZ)).collect(),
@@ -71,7 +71,7 @@ impl PowerModel {
     }
 
     /// Estimated watts for a selection on `topo` (see [`selection_counts`]).
-    pub fn watts_for(&self, topo: &CpuTopology, selection: Option<&CoreSelection>) -> f64 {
+    pub(crate) fn watts_for(&self, topo: &CpuTopology, selection: Option<&CoreSelection>) -> f64 {
         self.watts(&selection_counts(topo, selection))
     }
 }
@@ -101,7 +101,7 @@ pub fn selection_counts(topo: &CpuTopology, selection: Option<&CoreSelection>) -
 
 /// The concrete selection for per-cluster counts: the first `counts[i]` cores of cluster i
 /// (cores in a cluster are interchangeable), or a thread count where cores cannot be pinned.
-pub fn counts_selection(topo: &CpuTopology, counts: &[usize], pin: bool) -> CoreSelection {
+pub(crate) fn counts_selection(topo: &CpuTopology, counts: &[usize], pin: bool) -> CoreSelection {
     if !pin {
         return CoreSelection::Threads(counts.iter().sum::<usize>().max(1));
     }

@@ -42,7 +42,7 @@ pub fn device_key(device_name: &str, topology: &CpuTopology) -> String {
 }
 
 /// The file for `key` in `dir` (a hash of the key: names must be safe on every file system).
-pub fn path_for(dir: &Path, key: &str) -> PathBuf {
+pub(crate) fn path_for(dir: &Path, key: &str) -> PathBuf {
     // FNV-1a, 64 bits: stable across Rust versions, unlike std's hasher.
     let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     dir.join(format!("tern-energy-{hash:016x}.json"))
@@ -83,7 +83,7 @@ impl Tuning {
 
     /// Whether every selection it applies runs on cores of `topology` (and thread counts are
     /// in range).
-    pub fn fits(&self, topology: &CpuTopology) -> bool {
+    pub(crate) fn fits(&self, topology: &CpuTopology) -> bool {
         [&self.fastest, &self.balanced.selection, &self.power_saver.selection].iter().all(|s| match s {
             CoreSelection::Cores(ids) => !ids.is_empty() && ids.iter().all(|&id| topology.core(id).is_some()),
             threads => threads.validate().is_ok(),

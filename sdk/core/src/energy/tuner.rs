@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::runtime::{CoreSelection, CpuTopology};
 
 /// Decode tokens per probe (the paper's choice: long enough for the battery gauge).
-pub const PROBE_TOKENS: usize = 50;
+pub(crate) const PROBE_TOKENS: usize = 50;
 
 /// The slowdown the power-saver mode accepts.
 pub const POWER_SAVER_SLOWDOWN: f64 = 0.25;

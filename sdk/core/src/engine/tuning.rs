@@ -17,7 +17,7 @@ use crate::runtime::{process_cpu_time, CoreSelection};
 /// Tokens decoded before timing starts (pins the threads, warms caches).
 const WARMUP_TOKENS: usize = 2;
 
-pub struct EngineProbe<'a> {
+pub(crate) struct EngineProbe<'a> {
     engine: &'a Engine,
     meter: &'a dyn EnergyMeter,
     /// Probes taken, and the seconds they took.
@@ -87,7 +87,7 @@ fn argmax(v: &[f32]) -> u32 {
 
 /// Tunes a loaded engine on this device: stage 1, then the balanced and power-saver searches
 /// (the second reuses the first's probes). Leaves the pool on every thread, unpinned.
-pub fn tune_engine(engine: &Engine) -> Result<crate::energy::Tuning> {
+pub(crate) fn tune_engine(engine: &Engine) -> Result<crate::energy::Tuning> {
     use crate::energy::tuner::{Tuner, TunerOptions};
     let control = engine.energy();
     let started = Instant::now();

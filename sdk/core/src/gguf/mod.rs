@@ -53,7 +53,7 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
-    pub fn n_elements(&self) -> u64 {
+    pub(crate) fn n_elements(&self) -> u64 {
         self.dims.iter().product()
     }
 }
@@ -247,12 +247,12 @@ impl GgufFile {
     }
 
     /// Any integer type whose value fits in u64.
-    pub fn get_u64(&self, key: &str) -> Result<u64> {
+    pub(crate) fn get_u64(&self, key: &str) -> Result<u64> {
         let v = self.require(key)?;
         v.as_u64().ok_or_else(|| type_error(key, "an unsigned integer", v))
     }
 
-    pub fn get_usize(&self, key: &str) -> Result<usize> {
+    pub(crate) fn get_usize(&self, key: &str) -> Result<usize> {
         let n = self.get_u64(key)?;
         usize::try_from(n).map_err(|_| Error::Corrupt(format!("`{key}` = {n} does not fit in memory")))
     }
@@ -264,17 +264,17 @@ impl GgufFile {
     }
 
     /// F32 or F64 (narrowed), or an integer.
-    pub fn get_f32(&self, key: &str) -> Result<f32> {
+    pub(crate) fn get_f32(&self, key: &str) -> Result<f32> {
         let v = self.require(key)?;
         v.as_f32().ok_or_else(|| type_error(key, "a number", v))
     }
 
-    pub fn get_bool(&self, key: &str) -> Result<bool> {
+    pub(crate) fn get_bool(&self, key: &str) -> Result<bool> {
         let v = self.require(key)?;
         v.as_bool().ok_or_else(|| type_error(key, "a bool", v))
     }
 
-    pub fn get_array(&self, key: &str) -> Result<&ArrayValue> {
+    pub(crate) fn get_array(&self, key: &str) -> Result<&ArrayValue> {
         let v = self.require(key)?;
         v.as_array().ok_or_else(|| type_error(key, "an array", v))
     }

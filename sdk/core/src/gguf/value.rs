@@ -22,7 +22,7 @@ pub enum ValueType {
 }
 
 impl ValueType {
-    pub fn from_u32(v: u32) -> Option<Self> {
+    pub(crate) fn from_u32(v: u32) -> Option<Self> {
         use ValueType::*;
         Some(match v {
             0 => U8,
@@ -145,7 +145,7 @@ impl Value {
         })
     }
 
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Value::U8(_) => "u8",
             Value::I8(_) => "i8",
@@ -184,7 +184,7 @@ impl Value {
         }
     }
 
-    pub fn as_f32(&self) -> Option<f32> {
+    pub(crate) fn as_f32(&self) -> Option<f32> {
         match *self {
             Value::F32(v) => Some(v),
             Value::F64(v) => Some(v as f32),
@@ -237,7 +237,7 @@ impl ArrayValue {
     }
 
     /// Integer (or bool) elements widened to i64.
-    pub fn to_i64_vec(&self, file: &[u8]) -> Option<Vec<i64>> {
+    pub(crate) fn to_i64_vec(&self, file: &[u8]) -> Option<Vec<i64>> {
         let d = self.data(file);
         Some(match self.elem {
             ValueType::U8 | ValueType::Bool => d.iter().map(|&b| b as i64).collect(),

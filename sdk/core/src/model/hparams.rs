@@ -76,7 +76,7 @@ impl<'f> Hparams<'f> {
         self.f.get_usize(&self.key(k))
     }
 
-    pub fn usize_or(&self, k: &str, default: usize) -> Result<usize> {
+    pub(crate) fn usize_or(&self, k: &str, default: usize) -> Result<usize> {
         if self.has(k) {
             self.usize(k)
         } else {
@@ -85,7 +85,7 @@ impl<'f> Hparams<'f> {
     }
 
     /// A required count that must not be zero.
-    pub fn positive(&self, k: &str) -> Result<usize> {
+    pub(crate) fn positive(&self, k: &str) -> Result<usize> {
         match self.usize(k)? {
             0 => Err(self.corrupt(k, 0, "zero")),
             n => Ok(n),
@@ -101,7 +101,7 @@ impl<'f> Hparams<'f> {
         Ok(v)
     }
 
-    pub fn f32_or(&self, k: &str, default: f32) -> Result<f32> {
+    pub(crate) fn f32_or(&self, k: &str, default: f32) -> Result<f32> {
         if self.has(k) {
             self.f32(k)
         } else {
@@ -109,7 +109,7 @@ impl<'f> Hparams<'f> {
         }
     }
 
-    pub fn bool_or(&self, k: &str, default: bool) -> Result<bool> {
+    pub(crate) fn bool_or(&self, k: &str, default: bool) -> Result<bool> {
         if self.has(k) {
             self.f.get_bool(&self.key(k))
         } else {
@@ -119,7 +119,7 @@ impl<'f> Hparams<'f> {
 
     /// A count per layer: one value for all, or an array of one per layer (llama.cpp accepts
     /// either for widths and head counts). `default` applies when the key is absent.
-    pub fn per_layer(&self, k: &str, default: Option<usize>) -> Result<Vec<usize>> {
+    pub(crate) fn per_layer(&self, k: &str, default: Option<usize>) -> Result<Vec<usize>> {
         let n_layer = self.config.n_layer;
         let key = self.key(k);
         let Some(value) = self.f.get(&key) else {
@@ -147,7 +147,7 @@ impl<'f> Hparams<'f> {
 
     /// Size of an attention head: `attention.key_length`, by default the width over the
     /// heads (llama.cpp's default); `attention.value_length`, if given, must be the same.
-    pub fn head_dim(&self) -> Result<usize> {
+    pub(crate) fn head_dim(&self) -> Result<usize> {
         let n_embd = self.config.n_embd;
         let head_dim = if self.has("attention.key_length") {
             self.usize("attention.key_length")?
@@ -181,7 +181,7 @@ impl<'f> Hparams<'f> {
 
     /// The same for a hybrid model whose layers without KV heads (`attention.head_count_kv`
     /// 0 in the per-layer array) are not attention layers: `None` for those.
-    pub fn attention_layers(&self) -> Result<Vec<Option<HeadShape>>> {
+    pub(crate) fn attention_layers(&self) -> Result<Vec<Option<HeadShape>>> {
         self.layer_heads(true)
     }
 
@@ -217,7 +217,7 @@ impl<'f> Hparams<'f> {
     }
 
     /// Rotated dimensions per head (default: all of them): even, non-zero, at most `head_dim`.
-    pub fn rope_dims(&self, head_dim: usize) -> Result<usize> {
+    pub(crate) fn rope_dims(&self, head_dim: usize) -> Result<usize> {
         let dims = self.usize_or("rope.dimension_count", head_dim)?;
         if dims == 0 || dims % 2 != 0 || dims > head_dim {
             return Err(self.corrupt("rope.dimension_count", dims, &format!("not an even count in 2..={head_dim}")));
@@ -240,11 +240,11 @@ pub(crate) struct HeadShape {
 
 impl HeadShape {
     /// Width of the queries (and of the attention output): checked not to overflow.
-    pub fn q_dim(self) -> usize {
+    pub(crate) fn q_dim(self) -> usize {
         self.n_head * self.head_dim
     }
 
-    pub fn kv_dim(self) -> usize {
+    pub(crate) fn kv_dim(self) -> usize {
         self.n_head_kv * self.head_dim
     }
 }

@@ -95,7 +95,7 @@ impl KvCache {
     }
 
     /// A cache of `capacity` positions for layers of any kind of state.
-    pub fn with_layers(kinds: &[LayerCache], capacity: usize, precision: KvPrecision) -> Self {
+    pub(crate) fn with_layers(kinds: &[LayerCache], capacity: usize, precision: KvPrecision) -> Self {
         let (mut elements, mut rows) = (0, 0);
         let mut states = Vec::new();
         let state_of = kinds
@@ -154,7 +154,7 @@ impl KvCache {
         self.precision
     }
 
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
@@ -168,7 +168,7 @@ impl KvCache {
 
     /// Drops every position from `len` on (rollback to a shared prefix). Layers with a state
     /// over the sequence (a convolution window) can only go back to a length where the state
-    /// was saved ([`KvCache::checkpoint`]; 0 always), or to the start of a pending token
+    /// was saved (`KvCache::checkpoint`; 0 always), or to the start of a pending token
     /// tree: the cache then goes back to the longest such length at most `len`, and
     /// [`KvCache::len`] says where it is.
     pub fn truncate(&mut self, len: usize) {
@@ -187,7 +187,7 @@ impl KvCache {
     }
 
     /// The length [`KvCache::truncate`]`(len)` would leave, without changing anything.
-    pub fn rollback_len(&self, len: usize) -> usize {
+    pub(crate) fn rollback_len(&self, len: usize) -> usize {
         if len >= self.len || self.states.is_empty() {
             return len.min(self.len);
         }
@@ -200,7 +200,7 @@ impl KvCache {
     /// Saves the state layers' state at the current length, so that [`KvCache::truncate`]
     /// can come back to it (a turn boundary: the next turn starts from here). Costs a copy of
     /// the states (none without state layers); the newest few are kept.
-    pub fn checkpoint(&mut self) {
+    pub(crate) fn checkpoint(&mut self) {
         if !self.states.is_empty() && self.tree.is_none() {
             self.checkpoints.save(self.len, &self.states);
         }
@@ -362,7 +362,7 @@ impl KvCache {
 
     /// KV head `head`'s rows of `layer` up to `positions`, as the attention kernels read them
     /// (none for a layer that keeps nothing).
-    pub fn head_rows(&self, layer: usize, head: usize, positions: usize) -> KvHeadRows<'_> {
+    pub(crate) fn head_rows(&self, layer: usize, head: usize, positions: usize) -> KvHeadRows<'_> {
         let Some(part) = self.part(layer) else {
             return KvHeadRows::F16 { keys: &[], values: &[], stride: 1 };
         };

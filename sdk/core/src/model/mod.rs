@@ -283,7 +283,7 @@ impl Model {
     /// and the cache keeps the length it had (what the stopped pass wrote past it is
     /// overwritten by the next). A pass that is not stopped computes exactly what `forward`
     /// does.
-    pub fn forward_unless(
+    pub(crate) fn forward_unless(
         &self,
         pool: &ThreadPool,
         kv: &mut KvCache,

@@ -9,7 +9,7 @@ use crate::runtime::ThreadPool;
 use super::weights::Matrix;
 
 /// out = x / rms(x) * w, row by row.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let n = w.len();
     for (xb, ob) in x.chunks(n * SQUARES_ROWS).zip(out.chunks_mut(n * SQUARES_ROWS)) {
         let inv = inverse_rms(xb, n, eps);
@@ -22,7 +22,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 /// In-place RMS norm of every `w.len()`-sized chunk (per-head QK norm).
-pub fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
+pub(crate) fn rms_norm_inplace(x: &mut [f32], w: &[f32], eps: f32) {
     let n = w.len();
     for xb in x.chunks_mut(n * SQUARES_ROWS) {
         let inv = inverse_rms(xb, n, eps);
@@ -54,14 +54,14 @@ fn inverse_rms(rows: &[f32], n: usize, eps: f32) -> [f32; SQUARES_ROWS] {
     ss.map(|s| 1.0 / (s / n as f32 + eps).sqrt())
 }
 
-pub fn add_inplace(x: &mut [f32], y: &[f32]) {
+pub(crate) fn add_inplace(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
     }
 }
 
 /// Adds `bias` to every row of `x`.
-pub fn add_bias(x: &mut [f32], bias: &[f32]) {
+pub(crate) fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_exact_mut(bias.len()) {
         add_inplace(row, bias);
     }
@@ -76,7 +76,7 @@ fn gelu_tanh_exact(x: f32) -> f32 {
 /// GELU (tanh form) through a table over all f16 inputs, as ggml computes it: the reference
 /// outputs this engine is held to were produced that way, and a lookup is cheaper than tanh.
 #[inline]
-pub fn gelu_tanh(x: f32) -> f32 {
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
     if x <= -10.0 {
         0.0
     } else if x >= 10.0 {
@@ -95,7 +95,7 @@ fn gelu_table() -> &'static [half::f16] {
 
 /// Raw pointer that tasks on different threads write through at disjoint indices.
 #[derive(Clone, Copy)]
-pub struct SharedMut<T>(*mut T);
+pub(crate) struct SharedMut<T>(*mut T);
 unsafe impl<T> Send for SharedMut<T> {}
 unsafe impl<T> Sync for SharedMut<T> {}
 
@@ -115,7 +115,7 @@ impl<T> SharedMut<T> {
 /// q/k/v (or gate/up) projections of the same input quantize it once. Buffers are kept between
 /// inputs: no allocation once they have grown to the largest batch.
 #[derive(Default)]
-pub struct QuantizedInput {
+pub(crate) struct QuantizedInput {
     slots: Vec<Slot>,
 }
 
@@ -135,13 +135,13 @@ struct Slot {
 
 impl QuantizedInput {
     /// Forget the previous input (buffers are kept).
-    pub fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.slots.iter_mut().for_each(|s| s.valid = false);
     }
 
     /// Quantizes `x` (`n_rows` rows of `cols`) for the products of `w`, unless this input is
     /// already there in the layout `w` needs. Several rows are shared among the pool's threads.
-    pub fn prepare(&mut self, pool: &ThreadPool, kernels: &Kernels, w: &Matrix, x: &[f32], n_rows: usize) {
+    pub(crate) fn prepare(&mut self, pool: &ThreadPool, kernels: &Kernels, w: &Matrix, x: &[f32], n_rows: usize) {
         let cols = w.cols;
         let (layout, row_bytes) = match (w.packed(), kernels.packing()) {
             (Some(_), Some(p)) => {
@@ -196,7 +196,7 @@ impl QuantizedInput {
     }
 
     /// The quantized input for `w`, as [`prepare`](Self::prepare) left it (empty if it did not).
-    pub fn for_matrix(&self, kernels: &Kernels, w: &Matrix) -> &[u8] {
+    pub(crate) fn for_matrix(&self, kernels: &Kernels, w: &Matrix) -> &[u8] {
         let layout = match (w.packed(), kernels.packing().and_then(|p| (p.act)(w.ty))) {
             (Some(_), Some(act)) => Layout::Packed(act),
             _ => Layout::Ggml(w.ty.activation_type()),
@@ -239,7 +239,7 @@ const TASKS_PER_THREAD_BATCH: usize = 4;
 
 /// One matrix product of a parallel job: `out[t * w.rows + r] = W[r] · x[t]` for `n_tok`
 /// tokens, `act` being `x` quantized by [`QuantizedInput`] for `w`.
-pub struct Product<'a> {
+pub(crate) struct Product<'a> {
     pub w: &'a Matrix,
     pub act: &'a [u8],
     pub out: &'a mut [f32],
@@ -271,13 +271,13 @@ impl Split {
 /// buffers are too short for its matrix is skipped. Rows are split across tasks, never the
 /// reduction: every output is computed whole by one kernel call, so results do not depend on
 /// the thread count.
-pub fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], products: &mut [Product], n_tok: usize) {
+pub(crate) fn matmul(pool: &ThreadPool, kernels: &Kernels, file: &[u8], products: &mut [Product], n_tok: usize) {
     matmul_then(pool, kernels, file, products, n_tok, None::<&(dyn Fn(usize, usize) + Sync)>)
 }
 
 /// As [`matmul`] for two products over the same rows (gate and up), each task then calling
 /// `then(r0, r1)` once both have rows `r0..r1` of every token (to combine them in place).
-pub fn matmul_then(
+pub(crate) fn matmul_then(
     pool: &ThreadPool,
     kernels: &Kernels,
     file: &[u8],

@@ -58,13 +58,13 @@ impl Scratch {
     }
 
     /// Row `i` of the last pass's logits, writable (samplers apply penalties in place).
-    pub fn logits_row_mut(&mut self, i: usize) -> Option<&mut [f32]> {
+    pub(crate) fn logits_row_mut(&mut self, i: usize) -> Option<&mut [f32]> {
         let vocab = self.logits.len().checked_div(self.logits_rows)?;
         (i < self.logits_rows).then(|| &mut self.logits[i * vocab..(i + 1) * vocab])
     }
 
     /// The last row of logits (the next-token distribution after the last input token).
-    pub fn last_logits(&mut self) -> &mut [f32] {
+    pub(crate) fn last_logits(&mut self) -> &mut [f32] {
         let rows = self.logits_rows.max(1);
         let vocab = self.logits.len() / rows;
         let start = vocab * (rows - 1);

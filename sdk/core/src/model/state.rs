@@ -108,7 +108,7 @@ impl ConvState {
 
     /// Appends the inputs of the last tree pass's nodes `path` (a chain from a root, checked
     /// by the caller) to the window, and forgets the tree.
-    pub fn keep_path(&mut self, path: &[usize]) {
+    pub(crate) fn keep_path(&mut self, path: &[usize]) {
         let ch = self.shape.channels;
         let rows = std::mem::take(&mut self.tree_rows);
         for &node in path {
@@ -119,7 +119,7 @@ impl ConvState {
     }
 
     /// Forgets the last tree pass's inputs (none of its nodes is kept).
-    pub fn drop_tree(&mut self) {
+    pub(crate) fn drop_tree(&mut self) {
         self.tree_rows.clear();
     }
 
@@ -182,7 +182,7 @@ impl Checkpoints {
     }
 
     /// The length [`Checkpoints::restore`] would go back to.
-    pub fn longest_at_most(&self, len: usize) -> usize {
+    pub(crate) fn longest_at_most(&self, len: usize) -> usize {
         self.saved.iter().rev().map(|(l, _)| *l).find(|&l| l <= len).unwrap_or(0)
     }
 

@@ -9,7 +9,7 @@ use crate::quant::{kernels, GgmlType};
 
 /// A weight matrix of `rows` outputs by `cols` inputs, row-major as ggml stores it
 /// (`dims = [cols, rows]`). The location in the mapped file is kept; products read either
-/// those bytes or, once [`Matrix::packer`] has run, a copy in the kernel set's tiled layout.
+/// those bytes or, once `Matrix::packer` has run, a copy in the kernel set's tiled layout.
 #[derive(Debug, Clone)]
 pub struct Matrix {
     pub name: String,
@@ -27,7 +27,7 @@ impl Matrix {
         Self::from_info(f, t, cols, rows)
     }
 
-    pub fn from_info(f: &GgufFile, t: &TensorInfo, cols: usize, rows: usize) -> Result<Matrix> {
+    pub(crate) fn from_info(f: &GgufFile, t: &TensorInfo, cols: usize, rows: usize) -> Result<Matrix> {
         let expected = [cols as u64, rows as u64];
         let found: Vec<u64> = t.dims.to_vec();
         let shape_ok = found.len() >= 2 && found[..2] == expected && found[2..].iter().all(|&d| d == 1);
@@ -84,19 +84,19 @@ impl Matrix {
     }
 
     /// Bytes the tiled copy would take (`None` when `p` does not pack this type or shape).
-    pub fn packed_size(&self, p: &Packing) -> Option<usize> {
+    pub(crate) fn packed_size(&self, p: &Packing) -> Option<usize> {
         PackedMatrix::size(p, self.ty, self.rows, self.cols)
     }
 
     /// Starts the tiled copy (its bytes taken from `arena` while it has room); `None` when `p`
     /// does not pack this type or shape. Products use the copy once [`Matrix::set_packed`]
     /// hands it over.
-    pub fn packer<'a>(&self, file: &'a [u8], p: &Packing, arena: Option<&Arc<Arena>>) -> Option<Packer<'a>> {
+    pub(crate) fn packer<'a>(&self, file: &'a [u8], p: &Packing, arena: Option<&Arc<Arena>>) -> Option<Packer<'a>> {
         Packer::new(p, self.ty, self.rows, self.cols, self.rows(file, 0, self.rows), arena)
     }
 
     /// Products read `packed` (built from this matrix by [`Matrix::packer`]) from now on.
-    pub fn set_packed(&mut self, packed: PackedMatrix) {
+    pub(crate) fn set_packed(&mut self, packed: PackedMatrix) {
         self.packed = Some(Arc::new(packed));
     }
 
@@ -106,7 +106,7 @@ impl Matrix {
     }
 
     /// Byte range of the matrix in the file: `(start, len)`.
-    pub fn file_range(&self) -> (usize, usize) {
+    pub(crate) fn file_range(&self) -> (usize, usize) {
         (self.offset, self.bytes())
     }
 
@@ -119,7 +119,7 @@ impl Matrix {
 
     /// Copies row `r` out of `file` with a positioned read (see [`GgufFile::read_at`]); `out`
     /// holds [`row_bytes`](Self::row_bytes).
-    pub fn read_row(&self, file: &GgufFile, r: usize, out: &mut [u8]) {
+    pub(crate) fn read_row(&self, file: &GgufFile, r: usize, out: &mut [u8]) {
         file.read_at(self.offset + r * self.row_bytes, &mut out[..self.row_bytes]);
     }
 
@@ -139,7 +139,7 @@ impl Matrix {
 }
 
 /// A small float vector (norm weights, biases), copied out of the file as f32.
-pub fn load_vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+pub(crate) fn load_vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
     let t = f.tensor(name).ok_or_else(|| Error::MissingTensor(name.to_owned()))?;
     if t.n_elements() != len as u64 {
         return Err(Error::TensorShape { name: name.to_owned(), expected: vec![len as u64], found: t.dims.clone() });
@@ -153,7 +153,7 @@ pub fn load_vector(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
     })
 }
 
-pub fn load_optional_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+pub(crate) fn load_optional_vector(f: &GgufFile, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
     match f.tensor(name) {
         Some(_) => load_vector(f, name, len).map(Some),
         None => Ok(None),

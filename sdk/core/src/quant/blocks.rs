@@ -7,9 +7,9 @@
 use half::{bf16, f16};
 
 /// Elements per block of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL).
-pub const QK: usize = 32;
+pub(crate) const QK: usize = 32;
 /// Elements per super-block of the k-quants (Q2_K..Q6_K, Q8_K) and IQ4_XS.
-pub const QK_K: usize = 256;
+pub(crate) const QK_K: usize = 256;
 
 /// `scale = d * q` with `q = nibble - 8`. Elements `0..16` are the low nibbles of `qs`,
 /// `16..32` the high nibbles.
@@ -57,7 +57,7 @@ pub struct BlockQ8_1 {
 }
 
 /// 8 sub-blocks of 32: `x = d * sc[j] * q - dmin * m[j]`, with 6-bit `sc`/`m` packed in
-/// `scales` (see [`q4k_scale_min`]) and nibbles in 64-element groups: the low nibbles of
+/// `scales` (see `q4k_scale_min`) and nibbles in 64-element groups: the low nibbles of
 /// `qs[32g..32g+32]` are elements `64g..64g+32`, the high nibbles the next 32.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -101,7 +101,7 @@ pub struct BlockQ5_1 {
 }
 
 /// ggml's non-linear 4-bit grid of IQ4_NL and IQ4_XS: a nibble `k` stands for `KVALUES_IQ4NL[k]`.
-pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+pub(crate) const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
 /// `x = d * KVALUES_IQ4NL[nibble]`, nibbles in Q4_0's order.
 #[repr(C)]
@@ -136,7 +136,7 @@ pub struct BlockQ2K {
 
 /// 16 sub-blocks of 16: `x = d * (sc[j] - 32) * (q - 4)`, `q` 3 bits: 2 low bits in `qs` (as
 /// Q2_K), the third from `hmask` (bit `k` of `hmask[l]` for element `32k + l`; a clear bit
-/// subtracts 4). The 6-bit scales are packed in `scales` (see [`q3k_scales`]).
+/// subtracts 4). The 6-bit scales are packed in `scales` (see `q3k_scales`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ3K {
@@ -269,7 +269,7 @@ pub fn as_bytes_mut<T: Block>(blocks: &mut [T]) -> &mut [u8] {
 /// Sub-blocks 0..4 keep 6 bits in bytes `j` / `j+4`; 4..8 put their low 4 bits in byte `j+4`
 /// and their top 2 bits in the spare top bits of bytes `j-4` / `j`.
 #[inline]
-pub fn q4k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
+pub(crate) fn q4k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
     if j < 4 {
         (s[j] & 63, s[j + 4] & 63)
     } else {
@@ -280,7 +280,7 @@ pub fn q4k_scale_min(j: usize, s: &[u8; 12]) -> (u8, u8) {
 /// All eight Q4_K scales (`[0..8]`) and mins (`[8..16]`) at once, as ggml's dot products
 /// unpack them (the `utmp` / `kmask` sequence). Must agree with [`q4k_scale_min`].
 #[inline]
-pub fn q4k_scales_mins(s: &[u8; 12]) -> [u8; 16] {
+pub(crate) fn q4k_scales_mins(s: &[u8; 12]) -> [u8; 16] {
     const KMASK1: u32 = 0x3f3f_3f3f;
     const KMASK2: u32 = 0x0f0f_0f0f;
     const KMASK3: u32 = 0x0303_0303;
@@ -303,7 +303,7 @@ pub fn q4k_scales_mins(s: &[u8; 12]) -> [u8; 16] {
 /// takes its low 4 bits from nibble `j / 8` of `scales[j % 8]` and its top 2 bits from bits
 /// `2 (j / 4)..` of `scales[8 + j % 4]`.
 #[inline]
-pub fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
+pub(crate) fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
     const KMASK1: u32 = 0x0303_0303;
     const KMASK2: u32 = 0x0f0f_0f0f;
     let a0 = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
@@ -326,6 +326,6 @@ pub fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
 
 /// The 6-bit scale of IQ4_XS sub-block `j` (0..8), before its -32 offset.
 #[inline]
-pub fn iq4xs_scale(b: &BlockIq4Xs, j: usize) -> u8 {
+pub(crate) fn iq4xs_scale(b: &BlockIq4Xs, j: usize) -> u8 {
     ((b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) | ((((b.scales_h >> (2 * j)) & 3) as u8) << 4)
 }

@@ -43,7 +43,7 @@ pub struct Kernels {
 impl Kernels {
     /// Dot product of one row of weight type `w` with an activation row in
     /// `w.activation_type()`. `None` for activation-only types.
-    pub fn vec_dot(&self, w: GgmlType) -> Option<VecDotFn> {
+    pub(crate) fn vec_dot(&self, w: GgmlType) -> Option<VecDotFn> {
         self.dot[w.slot()]
     }
 
@@ -70,7 +70,7 @@ impl Kernels {
     }
 
     /// SwiGLU's `gate[i] = silu(gate[i]) * up[i]`; the shorter length.
-    pub fn silu_mul(&self) -> fn(&mut [f32], &[f32]) {
+    pub(crate) fn silu_mul(&self) -> fn(&mut [f32], &[f32]) {
         self.silu_mul
     }
 
@@ -80,7 +80,7 @@ impl Kernels {
     }
 
     /// One row of `w` -> f32 (all types, activation formats included).
-    pub fn dequantize(&self, w: GgmlType) -> Option<DequantizeFn> {
+    pub(crate) fn dequantize(&self, w: GgmlType) -> Option<DequantizeFn> {
         self.deq[w.slot()]
     }
 

@@ -82,17 +82,18 @@ fn in_pieces<const W: usize>(x: &mut [f32], y: &[f32], mut f: impl FnMut(&mut [f
 /// Dot product of `n` elements: `w` is one weight row's bytes, `a` the quantized activation
 /// row's bytes (in the weight type's [`GgmlType::activation_type`]). Extra bytes are ignored;
 /// too few give `0.0`.
-pub type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+pub(crate) type VecDotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
 /// `out[r] = dot(row r, a)` for `out.len()` consecutive weight rows of `n` elements each in
 /// `w`. Same contract as [`VecDotFn`]; on bad sizes `out` is left untouched.
-pub type MatVecFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
+pub(crate) type MatVecFn = fn(n: usize, w: &[u8], a: &[u8], out: &mut [f32]);
 /// `out[t * out_stride + r] = dot(weight row r, activation row t)` for `r in 0..n_rows`,
 /// `t in 0..n_tok`: `w` holds `n_rows` consecutive weight rows of `n` elements, `a` holds
 /// `n_tok` consecutive activation rows (in the weight type's activation format). Used for
 /// prefill, where decoding each weight block once for several tokens pays off. Same contract
 /// as [`VecDotFn`]; on bad sizes (including `out_stride < n_rows` with more than one token, or
 /// `out` too short) `out` is left untouched.
-pub type MatMatFn = fn(n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], out_stride: usize);
+pub(crate) type MatMatFn =
+    fn(n: usize, w: &[u8], n_rows: usize, a: &[u8], n_tok: usize, out: &mut [f32], out_stride: usize);
 /// One KV head's cached rows as the attention kernels read them: slices start at the head's
 /// first element (scale), and slot `j`'s row starts `j * stride` elements (`j * scale_stride`
 /// scales) on.
@@ -105,7 +106,7 @@ pub enum KvHeadRows<'a> {
     },
     /// int8 keys, each [`KEY_GROUP`] of a row times its own scale (slot `j`'s from
     /// `key_scales[j * key_scale_stride]` on); fp8 e4m3 values, read as f16 bits
-    /// ([`reference::e4m3_f16_bits`]) times their row's scale (`value_scales[j * value_scale_stride]`).
+    /// (`reference::e4m3_f16_bits`) times their row's scale (`value_scales[j * value_scale_stride]`).
     Int8Fp8 {
         keys: &'a [i8],
         key_scales: &'a [f32],
@@ -129,13 +130,13 @@ pub const KEY_GROUP: usize = 16;
 /// product), so chunks combine exactly like one softmax. `scores` is scratch for
 /// `heads × slots.len()` values. Sizes are checked: on any mismatch (a slot past the cache,
 /// short buffers) `out` is left untouched.
-pub type AttnChunkFn =
+pub(crate) type AttnChunkFn =
     fn(q: &[f32], heads: usize, rows: KvHeadRows<'_>, slots: &[u32], scale: f32, scores: &mut [f32], out: &mut [f32]);
 /// f32 row -> activation-format bytes (`x.len()` a multiple of the block size, `out` at least
 /// `row_bytes(x.len())` long).
-pub type QuantizeFn = fn(x: &[f32], out: &mut [u8]);
+pub(crate) type QuantizeFn = fn(x: &[f32], out: &mut [u8]);
 /// One row of weight bytes -> `out.len()` f32 values.
-pub type DequantizeFn = fn(w: &[u8], out: &mut [f32]);
+pub(crate) type DequantizeFn = fn(w: &[u8], out: &mut [f32]);
 
 impl GgmlType {
     /// Bytes of a row of `n` elements (`n` a multiple of the block size).

@@ -19,20 +19,20 @@ use super::blocks::*;
 use super::{GgmlType, QuantizeFn};
 
 /// Tiles and activation rows are padded to this many bytes, and start at multiples of it.
-pub const ALIGN: usize = 64;
+pub(crate) const ALIGN: usize = 64;
 
 /// `out[t * stride + r] = row r · activation row t` for the first `n_rows` rows of `tiles` (whole
 /// tiles of `cols` columns, the last possibly part padding) and `n_tok` activation rows of
 /// [`Packing::act_row_bytes`] each. On bad sizes `out` is left untouched.
-pub type PackedMatMatFn =
+pub(crate) type PackedMatMatFn =
     fn(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize);
 
 /// Builds one tile from up to `tile_rows` consecutive ggml rows of `cols` columns (`rows` holds
 /// whole rows; missing rows are packed as zeros). `tile` is exactly one tile long.
-pub type PackTileFn = fn(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]);
+pub(crate) type PackTileFn = fn(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]);
 
 /// Quantizes one f32 row into the activation layout the packed kernels of weight type `ty` read.
-pub type QuantizeActFn = fn(ty: GgmlType, x: &[f32], out: &mut [u8]);
+pub(crate) type QuantizeActFn = fn(ty: GgmlType, x: &[f32], out: &mut [u8]);
 
 /// Activation row layouts of packed kernels. Rows of the same layout are shared by every matrix
 /// that reads it (q, k and v of one input are quantized once).
@@ -66,7 +66,7 @@ impl PackedAct {
         }
     }
 
-    /// Bytes of one row of `cols` elements (a multiple of [`ALIGN`]); `None` when `cols` is not
+    /// Bytes of one row of `cols` elements (a multiple of `ALIGN`); `None` when `cols` is not
     /// a whole number of blocks.
     pub fn row_bytes(self, cols: usize) -> Option<usize> {
         if cols % self.block() != 0 {
@@ -168,7 +168,7 @@ pub fn quantize_q8x32(x: &[f32], out: &mut [u8], q8_1: QuantizeFn) {
 }
 
 /// Fills a [`PackedAct::Q8xK`] row from `x` with a Q8_K quantizer.
-pub fn quantize_q8xk(x: &[f32], out: &mut [u8], q8_k: QuantizeFn) {
+pub(crate) fn quantize_q8xk(x: &[f32], out: &mut [u8], q8_k: QuantizeFn) {
     let cols = x.len();
     let o = ActOffsets::new(PackedAct::Q8xK, cols);
     let mut tmp = [BlockQ8K::zeroed(); 4];
@@ -199,7 +199,7 @@ fn put<const N: usize>(out: &mut [u8], at: usize, v: [u8; N]) {
 /// Bytes of a tile of `cols` columns of `ty` whose blocks (one ggml block of each of its rows)
 /// take `block` bytes: whole blocks, padded to [`ALIGN`]. `None` when `cols` is not a whole
 /// number of blocks.
-pub fn tile_len(ty: GgmlType, cols: usize, block: usize) -> Option<usize> {
+pub(crate) fn tile_len(ty: GgmlType, cols: usize, block: usize) -> Option<usize> {
     if cols == 0 || cols % ty.block_size() != 0 {
         return None;
     }
@@ -212,7 +212,7 @@ pub struct Packing {
     pub layout: &'static str,
     /// Rows per tile; packed matrices are padded to a multiple of it.
     pub tile_rows: usize,
-    /// Bytes of one tile of `cols` columns of a type (a multiple of [`ALIGN`]), `None` for types
+    /// Bytes of one tile of `cols` columns of a type (a multiple of `ALIGN`), `None` for types
     /// this set does not pack or a `cols` that is not a whole number of blocks.
     pub tile_bytes: fn(ty: GgmlType, cols: usize) -> Option<usize>,
     pub pack_tile: PackTileFn,
@@ -224,7 +224,7 @@ pub struct Packing {
 
 impl Packing {
     /// Whether matrices of `ty` with rows of `cols` can be packed.
-    pub fn supports(&self, ty: GgmlType, cols: usize) -> bool {
+    pub(crate) fn supports(&self, ty: GgmlType, cols: usize) -> bool {
         (self.tile_bytes)(ty, cols).is_some() && (self.mat_mat)(ty).is_some() && (self.act)(ty).is_some()
     }
 
@@ -272,9 +272,9 @@ impl PackedMatrix {
 
     /// Packs `rows` ggml rows of `cols` columns held in `src` into a buffer of its own (`None`
     /// when `p` does not pack the type, `src` is short, or memory is exhausted), as one
-    /// parallel job of [`Packer::runs`]: `parallel_for(n, f)` runs `f(0..n)`, possibly on
+    /// parallel job of `Packer::runs`: `parallel_for(n, f)` runs `f(0..n)`, possibly on
     /// several threads. `consumed` is called with each run of source rows once their tiles are
-    /// built. (A model packs all its matrices at once through [`Packer`]s sharing an arena.)
+    /// built. (A model packs all its matrices at once through `Packer`s sharing an arena.)
     pub fn pack(
         p: &Packing,
         ty: GgmlType,
@@ -310,7 +310,7 @@ impl PackedMatrix {
 /// at a time, runs on several threads at once (a model packs all its matrices' runs in one
 /// parallel job, so that small matrices do not leave threads idle); `finish` hands the
 /// copy over once every run is built.
-pub struct Packer<'a> {
+pub(crate) struct Packer<'a> {
     matrix: PackedMatrix,
     src: &'a [u8],
     pack_tile: PackTileFn,
@@ -368,7 +368,7 @@ impl<'a> Packer<'a> {
     ///
     /// # Safety
     /// Each run is built by one call only: calls for different runs may run at once.
-    pub unsafe fn build_run(&self, run: usize) {
+    pub(crate) unsafe fn build_run(&self, run: usize) {
         let m = &self.matrix;
         let row_bytes = m.ty.row_bytes(m.cols);
         for t in self.run_tiles(run) {
@@ -394,7 +394,7 @@ impl<'a> Packer<'a> {
 /// (after other processes came and went), faulting them in made loading about twice as slow,
 /// and decode showed no measurable gain. The buffer is freed when the last matrix carved
 /// from it goes.
-pub struct Arena {
+pub(crate) struct Arena {
     buf: AlignedBuf,
     /// `buf`'s first byte, taken from its mutable borrow once: regions are written through it.
     base: *mut u8,
@@ -444,14 +444,14 @@ impl Region {
     }
 }
 
-/// Zero-initialised bytes aligned to [`ALIGN`] (a page, in fact): an anonymous memory map, so
+/// Zero-initialised bytes aligned to `ALIGN` (a page, in fact): an anonymous memory map, so
 /// untouched pages cost nothing and packing writes each page once.
 pub struct AlignedBuf {
     map: memmap2::MmapMut,
 }
 
 impl AlignedBuf {
-    pub fn zeroed(len: usize) -> Option<AlignedBuf> {
+    pub(crate) fn zeroed(len: usize) -> Option<AlignedBuf> {
         if len == 0 {
             return None;
         }
@@ -471,7 +471,7 @@ impl AlignedBuf {
         &self.map
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.map
     }
 }

@@ -13,24 +13,24 @@ use super::{KvHeadRows, KEY_GROUP};
 // ---------------------------------------------------------------------------------------------
 // Dequantization (weights and activation formats) -> f32
 
-pub fn dequantize_row_f32(w: &[f32], out: &mut [f32]) {
+pub(crate) fn dequantize_row_f32(w: &[f32], out: &mut [f32]) {
     let n = w.len().min(out.len());
     out[..n].copy_from_slice(&w[..n]);
 }
 
-pub fn dequantize_row_f16(w: &[f16], out: &mut [f32]) {
+pub(crate) fn dequantize_row_f16(w: &[f16], out: &mut [f32]) {
     for (o, v) in out.iter_mut().zip(w) {
         *o = v.to_f32();
     }
 }
 
-pub fn dequantize_row_bf16(w: &[bf16], out: &mut [f32]) {
+pub(crate) fn dequantize_row_bf16(w: &[bf16], out: &mut [f32]) {
     for (o, v) in out.iter_mut().zip(w) {
         *o = v.to_f32();
     }
 }
 
-pub fn dequantize_row_q4_0(w: &[BlockQ4_0], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q4_0(w: &[BlockQ4_0], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         for j in 0..QK / 2 {
@@ -40,7 +40,7 @@ pub fn dequantize_row_q4_0(w: &[BlockQ4_0], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q4_1(w: &[BlockQ4_1], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q4_1(w: &[BlockQ4_1], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         let m = b.m.to_f32();
@@ -51,7 +51,7 @@ pub fn dequantize_row_q4_1(w: &[BlockQ4_1], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q5_0(w: &[BlockQ5_0], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q5_0(w: &[BlockQ5_0], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         let qh = u32::from_le_bytes(b.qh);
@@ -64,7 +64,7 @@ pub fn dequantize_row_q5_0(w: &[BlockQ5_0], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q8_0(w: &[BlockQ8_0], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q8_0(w: &[BlockQ8_0], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         for (o, &q) in y.iter_mut().zip(&b.qs) {
@@ -73,7 +73,7 @@ pub fn dequantize_row_q8_0(w: &[BlockQ8_0], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q8_1(w: &[BlockQ8_1], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q8_1(w: &[BlockQ8_1], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         for (o, &q) in y.iter_mut().zip(&b.qs) {
@@ -82,7 +82,7 @@ pub fn dequantize_row_q8_1(w: &[BlockQ8_1], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q4_k(w: &[BlockQ4K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q4_k(w: &[BlockQ4K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let d = b.d.to_f32();
         let min = b.dmin.to_f32();
@@ -104,7 +104,7 @@ pub fn dequantize_row_q4_k(w: &[BlockQ4K], out: &mut [f32]) {
 /// Element `128h + 32k + l` (h: half, k: 0..4, l: 0..32) takes its low 4 bits from
 /// `ql[64h + l + 32(k&1)]` (low nibble for k<2, high for k>=2) and its top 2 bits from
 /// `qh[32h + l] >> 2k`.
-pub fn dequantize_row_q6_k(w: &[BlockQ6K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q6_k(w: &[BlockQ6K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let d = b.d.to_f32();
         for h in 0..QK_K / 128 {
@@ -127,7 +127,7 @@ pub fn dequantize_row_q6_k(w: &[BlockQ6K], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q5_1(w: &[BlockQ5_1], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q5_1(w: &[BlockQ5_1], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let (d, m) = (b.d.to_f32(), b.m.to_f32());
         let qh = u32::from_le_bytes(b.qh);
@@ -140,7 +140,7 @@ pub fn dequantize_row_q5_1(w: &[BlockQ5_1], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_iq4_nl(w: &[BlockIq4Nl], out: &mut [f32]) {
+pub(crate) fn dequantize_row_iq4_nl(w: &[BlockIq4Nl], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK)) {
         let d = b.d.to_f32();
         for j in 0..QK / 2 {
@@ -150,7 +150,7 @@ pub fn dequantize_row_iq4_nl(w: &[BlockIq4Nl], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_iq4_xs(w: &[BlockIq4Xs], out: &mut [f32]) {
+pub(crate) fn dequantize_row_iq4_xs(w: &[BlockIq4Xs], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let d = b.d.to_f32();
         for (j, (y, qs)) in y.chunks_exact_mut(32).zip(b.qs.chunks_exact(16)).enumerate() {
@@ -164,7 +164,7 @@ pub fn dequantize_row_iq4_xs(w: &[BlockIq4Xs], out: &mut [f32]) {
 }
 
 /// Element `128h + 32k + l`: bits `2k..2k+2` of `qs[32h + l]`, sub-block `8h + 2k + l / 16`.
-pub fn dequantize_row_q2_k(w: &[BlockQ2K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q2_k(w: &[BlockQ2K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
         for (i, v) in y.iter_mut().enumerate() {
@@ -177,7 +177,7 @@ pub fn dequantize_row_q2_k(w: &[BlockQ2K], out: &mut [f32]) {
 }
 
 /// As Q2_K, less 4 where bit `4h + k` of `hmask[l]` is clear.
-pub fn dequantize_row_q3_k(w: &[BlockQ3K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q3_k(w: &[BlockQ3K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let d = b.d.to_f32();
         let sc = q3k_scales(&b.scales);
@@ -196,7 +196,7 @@ fn q3k_quant(b: &BlockQ3K, h: usize, k: usize, l: usize) -> i32 {
     low - if high == 0 { 4 } else { 0 }
 }
 
-pub fn dequantize_row_q5_k(w: &[BlockQ5K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q5_k(w: &[BlockQ5K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         let d = b.d.to_f32();
         let min = b.dmin.to_f32();
@@ -217,7 +217,7 @@ pub fn dequantize_row_q5_k(w: &[BlockQ5K], out: &mut [f32]) {
     }
 }
 
-pub fn dequantize_row_q8_k(w: &[BlockQ8K], out: &mut [f32]) {
+pub(crate) fn dequantize_row_q8_k(w: &[BlockQ8K], out: &mut [f32]) {
     for (b, y) in w.iter().zip(out.chunks_exact_mut(QK_K)) {
         for (o, &q) in y.iter_mut().zip(&b.qs) {
             *o = q as f32 * b.d;
@@ -229,7 +229,7 @@ pub fn dequantize_row_q8_k(w: &[BlockQ8K], out: &mut [f32]) {
 // Activation quantization
 
 /// f32 activations are consumed as they are.
-pub fn quantize_row_f32(x: &[f32], out: &mut [f32]) {
+pub(crate) fn quantize_row_f32(x: &[f32], out: &mut [f32]) {
     dequantize_row_f32(x, out);
 }
 
@@ -240,7 +240,7 @@ fn abs_max(x: &[f32]) -> f32 {
 }
 
 /// ggml `quantize_row_q8_0_ref`: `d = amax / 127`, `q = round(x / d)` (half away from zero).
-pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+pub(crate) fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
         let d = abs_max(xb) / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -252,7 +252,7 @@ pub fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
 }
 
 /// ggml `quantize_row_q8_1_ref`: Q8_0 plus `s = f16(sum(q) * d)` with the unrounded `d`.
-pub fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+pub(crate) fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
         let d = abs_max(xb) / 127.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -275,7 +275,7 @@ fn nearest_int(x: f32) -> i32 {
 
 /// ggml `quantize_row_q8_K_ref`: the signed element of largest magnitude maps to -127,
 /// `d = 1 / iscale` kept in f32, plus the 16-element sums.
-pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+pub(crate) fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         let mut amax = 0.0f32;
         let mut max = 0.0f32;
@@ -303,35 +303,35 @@ pub fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
 // ---------------------------------------------------------------------------------------------
 // Dot products: weight row · quantized activation row
 
-pub fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+pub(crate) fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() as f32
 }
 
-pub fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
+pub(crate) fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
 }
 
 /// SwiGLU's product: `gate[i] = silu(gate[i]) * up[i]`, `silu(x) = x / (1 + e^-x)`; the shorter
 /// length. The SIMD sets compute `e^-x` with their vector `exp` (within 2 ulp; saturating
 /// below x = -87.3, where |silu(x)| < 1e-35).
-pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
+pub(crate) fn silu_mul(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
         *g = *g / (1.0 + (-*g).exp()) * u;
     }
 }
 
 /// `y += a * x` over an f16 row (attention's weighted sum of value rows).
-pub fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
+pub(crate) fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
     for (y, x) in y.iter_mut().zip(x) {
         *y += a * x.to_f32();
     }
 }
 
-pub fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
+pub(crate) fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     w.iter().zip(a).map(|(x, &y)| x.to_f32() as f64 * y as f64).sum::<f64>() as f32
 }
 
-pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
@@ -345,7 +345,7 @@ pub fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+pub(crate) fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
@@ -359,7 +359,7 @@ pub fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let qh = u32::from_le_bytes(x.qh);
@@ -376,7 +376,7 @@ pub fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let sumi: i32 = x.qs.iter().zip(&y.qs).map(|(&p, &q)| p as i32 * q as i32).sum();
@@ -386,7 +386,7 @@ pub fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 /// The mins term goes through the activation's `bsums`, as in ggml.
-pub fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let sm = q4k_scales_mins(&x.scales);
@@ -413,7 +413,7 @@ pub fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 }
 
 /// ggml's generic form: unpack the 6-bit quants to signed bytes first, then 16-element groups.
-pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     let mut q6 = [0i8; QK_K];
     for (x, y) in w.iter().zip(a) {
@@ -442,7 +442,7 @@ pub fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+pub(crate) fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let qh = u32::from_le_bytes(x.qh);
@@ -459,7 +459,7 @@ pub fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+pub(crate) fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
@@ -473,7 +473,7 @@ pub fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
 }
 
 /// Exact integer sum per super-block (scales included), one f32 multiply per super-block.
-pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
@@ -492,7 +492,7 @@ pub fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
 }
 
 /// The mins term goes through the activation's `bsums`, as in ggml.
-pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let mut sumi = 0i32;
@@ -512,7 +512,7 @@ pub fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     sumf
 }
 
-pub fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let sc = q3k_scales(&x.scales);
@@ -531,7 +531,7 @@ pub fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
 }
 
 /// As Q4_K, with the fifth bits from `qh`.
-pub fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+pub(crate) fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
     for (x, y) in w.iter().zip(a) {
         let sm = q4k_scales_mins(&x.scales);
@@ -563,11 +563,11 @@ pub fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
 // fp8 e4m3 (the KV cache's compact value format)
 
 /// Largest finite e4m3 value.
-pub const E4M3_MAX: f32 = 448.0;
+pub(crate) const E4M3_MAX: f32 = 448.0;
 
 /// Quantizes a row to fp8 e4m3 (1 sign, 4 exponent bits of bias 7, 3 mantissa bits) with one
 /// scale, the row's largest |x| mapping to 448, rounding to nearest. Returns the factor that
-/// turns a code's [`e4m3_f16_bits`] reading back into the value (`scale * 256`).
+/// turns a code's `e4m3_f16_bits` reading back into the value (`scale * 256`).
 pub fn quantize_row_e4m3(x: &[f32], out: &mut [u8]) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     if amax == 0.0 || !amax.is_finite() {
@@ -589,7 +589,7 @@ pub fn quantize_row_e4m3(x: &[f32], out: &mut [u8]) -> f32 {
 /// The bits of an f16 whose value is an e4m3 code's value / 256 (exact, subnormals included):
 /// the code's exponent and mantissa moved up by 7, its sign to the top.
 #[inline]
-pub fn e4m3_f16_bits(b: u8) -> u16 {
+pub(crate) fn e4m3_f16_bits(b: u8) -> u16 {
     ((b as u16 & 0x80) << 8) | ((b as u16 & 0x7F) << 7)
 }
 
@@ -601,7 +601,7 @@ pub fn e4m3_f16_bits(b: u8) -> u16 {
 /// with a query row, `axpy(p, slot, acc)` adds `p` times a value row. The sizes have been
 /// checked by the caller.
 #[allow(clippy::too_many_arguments)]
-pub fn attn_chunk_with(
+pub(crate) fn attn_chunk_with(
     score: impl Fn(usize, &[f32]) -> f32,
     axpy: impl Fn(f32, usize, &mut [f32]),
     q: &[f32],
@@ -640,7 +640,7 @@ pub fn attn_chunk_with(
 /// [`attn_chunk_with`] with f16 rows through the given row kernels, or with int8 keys and fp8
 /// values in scalar code.
 #[allow(clippy::too_many_arguments)]
-pub fn attn_chunk_rows(
+pub(crate) fn attn_chunk_rows(
     dot: impl Fn(&[f16], &[f32]) -> f32,
     axpy: impl Fn(f32, &[f16], &mut [f32]),
     q: &[f32],
@@ -698,7 +698,7 @@ pub fn attn_chunk_rows(
     }
 }
 
-/// [`attn_chunk_rows`] on the scalar row kernels.
+/// `attn_chunk_rows` on the scalar row kernels.
 #[allow(clippy::too_many_arguments)]
 pub fn attn_chunk(
     q: &[f32],

@@ -67,7 +67,7 @@ macro_rules! define_types {
         }
 
         /// Number of [`GgmlType`]s (the size of a kernel table).
-        pub const N_TYPES: usize = [$(GgmlType::$W,)* $(GgmlType::$A,)*].len();
+        pub(crate) const N_TYPES: usize = [$(GgmlType::$W,)* $(GgmlType::$A,)*].len();
 
         /// Number of weight types.
         pub const N_WEIGHTS: usize = [$(GgmlType::$W,)*].len();
@@ -79,7 +79,7 @@ macro_rules! define_types {
             /// The weight types (those with a dot product).
             pub const WEIGHTS: [GgmlType; N_WEIGHTS] = [$(GgmlType::$W,)*];
 
-            pub fn from_id(id: u32) -> Option<Self> {
+            pub(crate) fn from_id(id: u32) -> Option<Self> {
                 match id {
                     $($wid => Some(GgmlType::$W),)*
                     $($aid => Some(GgmlType::$A),)*
@@ -110,7 +110,7 @@ macro_rules! define_types {
             }
 
             /// Bytes per block.
-            pub fn block_bytes(self) -> usize {
+            pub(crate) fn block_bytes(self) -> usize {
                 match self {
                     $(GgmlType::$W => size_of::<$WB>(),)*
                     $(GgmlType::$A => size_of::<$AB>(),)*
@@ -164,22 +164,22 @@ macro_rules! define_types {
             use crate::quant::adapt::{dequantize_with, mat_mat_ref, mat_vec_ref, quantize_with, vec_dot_ref};
             use crate::quant::{DequantizeFn, MatMatFn, MatVecFn, QuantizeFn, VecDotFn};
 
-            pub const DOT: [Option<VecDotFn>; N_TYPES] = {
+            pub(crate) const DOT: [Option<VecDotFn>; N_TYPES] = {
                 let mut t: [Option<VecDotFn>; N_TYPES] = [None; N_TYPES];
                 $(t[GgmlType::$W.slot()] = Some(vec_dot_ref::<ty::$W>);)*
                 t
             };
-            pub const MAT_VEC: [Option<MatVecFn>; N_TYPES] = {
+            pub(crate) const MAT_VEC: [Option<MatVecFn>; N_TYPES] = {
                 let mut t: [Option<MatVecFn>; N_TYPES] = [None; N_TYPES];
                 $(t[GgmlType::$W.slot()] = Some(mat_vec_ref::<ty::$W>);)*
                 t
             };
-            pub const MAT_MAT: [Option<MatMatFn>; N_TYPES] = {
+            pub(crate) const MAT_MAT: [Option<MatMatFn>; N_TYPES] = {
                 let mut t: [Option<MatMatFn>; N_TYPES] = [None; N_TYPES];
                 $(t[GgmlType::$W.slot()] = Some(mat_mat_ref::<ty::$W>);)*
                 t
             };
-            pub const DEQUANTIZE: [Option<DequantizeFn>; N_TYPES] = {
+            pub(crate) const DEQUANTIZE: [Option<DequantizeFn>; N_TYPES] = {
                 let mut t: [Option<DequantizeFn>; N_TYPES] = [None; N_TYPES];
                 $(t[GgmlType::$W.slot()] = Some({
                     fn deq(w: &[u8], out: &mut [f32]) {
@@ -195,7 +195,7 @@ macro_rules! define_types {
                 });)*
                 t
             };
-            pub const QUANTIZE: [Option<QuantizeFn>; N_TYPES] = {
+            pub(crate) const QUANTIZE: [Option<QuantizeFn>; N_TYPES] = {
                 let mut t: [Option<QuantizeFn>; N_TYPES] = [None; N_TYPES];
                 $(t[GgmlType::$Q.slot()] = Some({
                     fn quant(x: &[f32], out: &mut [u8]) {

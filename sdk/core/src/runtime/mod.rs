@@ -13,7 +13,7 @@ pub use pool::{Split, ThreadPool};
 pub use topology::{parse_cpu_list, Cluster, CpuCore, CpuPart, CpuTopology};
 
 /// Threads to use when the app does not say: one per core the process may run on.
-pub fn default_threads() -> usize {
+pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8)
 }
 

@@ -79,7 +79,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn max_ghz(&self) -> Option<f64> {
+    pub(crate) fn max_ghz(&self) -> Option<f64> {
         self.max_freq_khz.map(|k| k as f64 / 1e6)
     }
 
@@ -117,14 +117,14 @@ impl CpuTopology {
     }
 
     /// `n` identical cores in one cluster, numbered from 0.
-    pub fn uniform(n: usize) -> CpuTopology {
+    pub(crate) fn uniform(n: usize) -> CpuTopology {
         let specs = (0..n.max(1)).map(|id| CoreSpec { id, capacity: 1024, max_freq_khz: None, part: None }).collect();
         CpuTopology::from_specs(String::new(), specs, &[])
     }
 
     /// Builds a topology from clusters given as (core count, capacity, max kHz, part), biggest
     /// first; CPU ids are numbered smallest cluster first, as Android kernels do.
-    pub fn from_clusters(soc: &str, clusters: &[(usize, u32, u32, Option<CpuPart>)]) -> CpuTopology {
+    pub(crate) fn from_clusters(soc: &str, clusters: &[(usize, u32, u32, Option<CpuPart>)]) -> CpuTopology {
         let mut specs = Vec::new();
         let mut domains = Vec::new();
         for &(count, capacity, khz, part) in clusters.iter().rev() {
@@ -231,7 +231,7 @@ impl CpuTopology {
     }
 
     /// The clusters worth running decode on (all but the efficiency ones), biggest first.
-    pub fn performance_clusters(&self) -> impl Iterator<Item = (usize, &Cluster)> {
+    pub(crate) fn performance_clusters(&self) -> impl Iterator<Item = (usize, &Cluster)> {
         self.clusters.iter().enumerate().filter(|(_, c)| !c.efficiency)
     }
 
@@ -244,7 +244,7 @@ impl CpuTopology {
 
     /// A stable text that changes when the hardware does: clusters with sizes, capacities,
     /// frequencies and parts. Part of the key under which tuning results are stored.
-    pub fn signature(&self) -> String {
+    pub(crate) fn signature(&self) -> String {
         let clusters: Vec<String> = self
             .clusters
             .iter()

@@ -87,7 +87,7 @@ impl SamplingOptions {
     }
 
     /// True when the choice is deterministic: temperature 0 or `top_k == 1`.
-    pub fn is_greedy(&self) -> bool {
+    pub(crate) fn is_greedy(&self) -> bool {
         self.temperature == 0.0 || self.top_k == 1
     }
 }
@@ -160,7 +160,7 @@ impl Sampler {
     }
 
     /// Makes the following tokens follow `constraint` (a fresh one per answer), or removes it.
-    pub fn set_constraint(&mut self, constraint: Option<TokenConstraint>) {
+    pub(crate) fn set_constraint(&mut self, constraint: Option<TokenConstraint>) {
         self.constraint = constraint.map(Box::new);
     }
 
@@ -184,7 +184,7 @@ impl Sampler {
     }
 
     /// True when a constraint is set and its grammar is complete: the answer is over.
-    pub fn constraint_complete(&self) -> bool {
+    pub(crate) fn constraint_complete(&self) -> bool {
         self.constraint.as_deref().is_some_and(TokenConstraint::is_complete)
     }
 

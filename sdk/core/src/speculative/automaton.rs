@@ -117,7 +117,7 @@ impl SuffixAutomaton {
     }
 
     /// Starts a new source: nothing before this point continues into what follows.
-    pub fn separate(&mut self) {
+    pub(crate) fn separate(&mut self) {
         if self.text.last().is_some_and(|&t| t != SEPARATOR) {
             self.push(SEPARATOR);
         }
@@ -154,7 +154,7 @@ impl SuffixAutomaton {
     }
 
     /// The match one suffix-link shorter (more occurrences, less context), or None at the root.
-    pub fn shorter(&self, m: Match) -> Option<Match> {
+    pub(crate) fn shorter(&self, m: Match) -> Option<Match> {
         if m.state == ROOT {
             return None;
         }
@@ -168,7 +168,7 @@ impl SuffixAutomaton {
     }
 
     /// Text index of the last token of the matched substring's latest occurrence.
-    pub fn last_end(&self, m: Match) -> u32 {
+    pub(crate) fn last_end(&self, m: Match) -> u32 {
         self.states[m.state as usize].last_end
     }
 
@@ -310,7 +310,7 @@ impl Default for Match {
 }
 
 impl Matcher {
-    pub fn index(&self) -> &SuffixAutomaton {
+    pub(crate) fn index(&self) -> &SuffixAutomaton {
         &self.index
     }
 
@@ -325,13 +325,13 @@ impl Matcher {
     }
 
     /// Text index of the last token of the current match's latest earlier occurrence.
-    pub fn current_at(&self) -> Option<u32> {
+    pub(crate) fn current_at(&self) -> Option<u32> {
         self.current_at
     }
 
     /// Indexes a separate source (history, an earlier context) without moving the match into
     /// it: the match restarts with the next [`push`](Self::push).
-    pub fn add_source(&mut self, tokens: &[u32]) {
+    pub(crate) fn add_source(&mut self, tokens: &[u32]) {
         self.index.separate();
         self.index.extend(tokens);
         self.index.separate();

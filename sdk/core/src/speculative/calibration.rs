@@ -13,7 +13,7 @@ use crate::model::{Model, Scratch};
 use crate::runtime::ThreadPool;
 
 /// Best tokens kept per position.
-pub const TOP: usize = 3;
+pub(crate) const TOP: usize = 3;
 
 /// The model's view at one position: its best tokens with their logit gap below the best
 /// (0 for the first), and the gap of the token that actually followed in the context.
@@ -32,7 +32,7 @@ impl Prediction {
 
     /// From the logits of some tokens (`(token, logit)`; the best found among them counts as
     /// the best) and the logit of the token that followed the position in the text, if known.
-    pub fn from_scores(scores: impl Iterator<Item = (u32, f32)>, next_logit: Option<f32>) -> Prediction {
+    pub(crate) fn from_scores(scores: impl Iterator<Item = (u32, f32)>, next_logit: Option<f32>) -> Prediction {
         let mut top = [0u32; TOP];
         let mut val = [f32::NEG_INFINITY; TOP];
         for (token, l) in scores {
@@ -59,7 +59,7 @@ impl Prediction {
 
     /// The gap of `token` below the best, if it is among the kept tokens or is the token that
     /// followed (`next`).
-    pub fn gap_of(&self, token: u32, next: Option<u32>) -> Option<f32> {
+    pub(crate) fn gap_of(&self, token: u32, next: Option<u32>) -> Option<f32> {
         if let Some(i) = self.top.iter().position(|&t| t == token) {
             return self.gap[i].is_finite().then_some(self.gap[i]);
         }
@@ -124,7 +124,7 @@ impl Calibration {
 /// (read once per prompt) against each row. The best of them stands in for the model's best
 /// token.
 #[derive(Debug, Default)]
-pub struct PromptScorer {
+pub(crate) struct PromptScorer {
     /// The prompt's distinct tokens, sorted.
     tokens: Vec<u32>,
     /// Their LM head rows, one after another.
@@ -136,7 +136,7 @@ pub struct PromptScorer {
 impl PromptScorer {
     /// Readies for `prompt`. Where the rows cannot be read it scores nothing: calibration only
     /// guides drafts, so the request then drafts without it.
-    pub fn prepare(&mut self, model: &Model, prompt: &[u32]) {
+    pub(crate) fn prepare(&mut self, model: &Model, prompt: &[u32]) {
         self.tokens.clear();
         self.tokens.extend_from_slice(prompt);
         self.tokens.sort_unstable();
@@ -153,7 +153,7 @@ impl PromptScorer {
 
     /// Hands `keep` the prediction at each position `first + i` of the last pass (rows over
     /// prompt positions `first..`) that a prompt token follows; returns how many.
-    pub fn predict(
+    pub(crate) fn predict(
         &mut self,
         model: &Model,
         pool: &ThreadPool,

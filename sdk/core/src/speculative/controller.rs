@@ -13,7 +13,7 @@
 //! list that the answer quotes only in part), and a long rejected draft costs several steps.
 //! So the depth of a draft is capped too (and its size at twice that, for trees), and the cap
 //! follows the outcomes: it starts at
-//! [`INITIAL_DEPTH_CAP`], halves below a draft of which less than a quarter was accepted and
+//! `INITIAL_DEPTH_CAP`, halves below a draft of which less than a quarter was accepted and
 //! doubles after one at least half as deep as the cap that was taken whole. Doubling after a
 //! draft half taken let a screen's element list, copied for a few elements, lift the cap to
 //! drafts of 30 tokens that were rejected early.
@@ -46,7 +46,7 @@ const MIN_GAIN_FIRST: f64 = 1.3;
 const REFRESH_STEPS: usize = 48;
 
 /// Depth cap of the first drafts, and its bounds.
-pub const INITIAL_DEPTH_CAP: usize = 4;
+pub(crate) const INITIAL_DEPTH_CAP: usize = 4;
 const MIN_DEPTH_CAP: usize = 2;
 const MAX_DEPTH_CAP: usize = 64;
 
@@ -63,7 +63,7 @@ const PRIOR_TOKENS: f64 = 4.0;
 const PRIOR_TAKEN_SHARE: f64 = 0.75;
 
 #[derive(Debug, Clone)]
-pub struct Controller {
+pub(crate) struct Controller {
     steps_since_plain: usize,
     depth_cap: usize,
     /// Drafted tokens this answer's verified plans promised (Σ p_path) and the model took.
@@ -90,7 +90,7 @@ impl Default for Controller {
 
 /// The controller's decision for one step.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// Nodes of the tree to verify, the root included (1: a plain step).
     pub keep: usize,
     /// Expected tokens of the step.
@@ -101,18 +101,18 @@ pub struct Plan {
 
 impl Controller {
     /// A new answer: its estimates start at the prior's scale.
-    pub fn start_answer(&mut self) {
+    pub(crate) fn start_answer(&mut self) {
         (self.promised, self.taken, self.pending_promise) = (0.0, 0.0, 0.0);
         self.first_step = true;
     }
 
     /// The factor this answer's acceptance estimates are scaled by (at most 1).
-    pub fn answer_scale(&self) -> f64 {
+    pub(crate) fn answer_scale(&self) -> f64 {
         ((self.taken + PRIOR_TAKEN_SHARE * PRIOR_TOKENS) / (self.promised + PRIOR_TOKENS)).min(1.0)
     }
 
     /// Chooses how many of `tree`'s nodes to verify.
-    pub fn plan(&mut self, tree: &DraftTree, curve: &CostCurve) -> Plan {
+    pub(crate) fn plan(&mut self, tree: &DraftTree, curve: &CostCurve) -> Plan {
         self.pending_promise = 0.0;
         let plain = Plan { keep: 1, expected_tokens: 1.0, expected_gain: 1.0 };
         if curve.single.is_none() || self.steps_since_plain >= REFRESH_STEPS {
@@ -160,7 +160,7 @@ impl Controller {
     }
 
     /// The current cap on a draft's depth.
-    pub fn depth_cap(&self) -> usize {
+    pub(crate) fn depth_cap(&self) -> usize {
         self.depth_cap
     }
 }

@@ -123,7 +123,7 @@ impl CostCurve {
 
 impl CostModel {
     /// Records a decode pass over `n` tokens that took `t`.
-    pub fn observe(&self, n: usize, t: Duration) {
+    pub(crate) fn observe(&self, n: usize, t: Duration) {
         if n == 0 || n > MAX_BATCH {
             return;
         }

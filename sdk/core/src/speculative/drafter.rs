@@ -137,7 +137,7 @@ impl Drafter {
     }
 
     /// Records the model's prediction after prompt token `i`.
-    pub fn calibrate(&mut self, i: usize, p: Prediction) {
+    pub(crate) fn calibrate(&mut self, i: usize, p: Prediction) {
         self.calibration.insert(i, p);
     }
 
@@ -161,7 +161,7 @@ impl Drafter {
     }
 
     /// Offers `tokens` as a draft for the next steps (see [`super::agreeing_tail`]).
-    pub fn reserve(&mut self, tokens: &[u32]) {
+    pub(crate) fn reserve(&mut self, tokens: &[u32]) {
         self.reserved.tokens.clear();
         self.reserved.tokens.extend_from_slice(tokens);
         self.reserved.steps_left = if tokens.is_empty() { 0 } else { RESERVE_STEPS };

@@ -37,7 +37,7 @@ pub const NAMES: [&str; N] = [
 
 /// The inputs a candidate is described by, before they become a [`Features`] vector.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// Tokens of context matched before the candidate (0: none).
     pub match_len: u32,
     /// Share of the candidate among the continuations seen after the match (0 when the
@@ -138,7 +138,7 @@ impl AcceptanceModel {
     }
 
     /// One gradient step on an observed outcome.
-    pub fn learn(&mut self, x: &Features, accepted: bool) {
+    pub(crate) fn learn(&mut self, x: &Features, accepted: bool) {
         let err = f32::from(u8::from(accepted)) - self.p(x);
         for (w, x) in self.w.iter_mut().zip(&x.0) {
             *w += LEARNING_RATE * err * x;

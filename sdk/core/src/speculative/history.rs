@@ -30,7 +30,7 @@ const EXTENSION: &str = "hist";
 const LOCK_EXTENSION: &str = "lock";
 
 /// Longest key, in bytes (the file name holds it hex-encoded).
-pub const MAX_KEY_BYTES: usize = 96;
+pub(crate) const MAX_KEY_BYTES: usize = 96;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryOptions {
@@ -165,7 +165,7 @@ impl HistoryStore {
     }
 
     /// Whether `key`'s file changed since this instance last read or wrote it.
-    pub fn changed_on_disk(&self, key: &str) -> bool {
+    pub(crate) fn changed_on_disk(&self, key: &str) -> bool {
         let Ok(path) = self.path_of(key) else { return false };
         let state = self.lock();
         state.loaded.get(key).is_none_or(|(stamp, _)| *stamp != Stamp::of(&path))

@@ -89,7 +89,7 @@ impl SpeculationOptions {
         SpeculationOptions { mode: Speculation::Off, calibration_positions: 0, history: None }
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.mode != Speculation::Off
     }
 
@@ -168,7 +168,7 @@ fn bump(h: &mut Vec<usize>, i: usize) {
 /// replaced a word). `chain` is the rejected draft from its first rejected token on, and
 /// `predicted[j]` the model's choice after `chain[j]` (under the draft's prefix); returns the
 /// longest run `chain[a..b]`, a ≥ 1, whose every token the model predicted.
-pub fn agreeing_tail<'a>(chain: &'a [u32], predicted: &[u32]) -> &'a [u32] {
+pub(crate) fn agreeing_tail<'a>(chain: &'a [u32], predicted: &[u32]) -> &'a [u32] {
     let (mut best, mut start) = (0..0, None);
     for j in 1..chain.len().min(predicted.len() + 1) {
         if predicted[j - 1] == chain[j] {

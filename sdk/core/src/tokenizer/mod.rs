@@ -44,20 +44,20 @@ use vocab::{Arena, Index};
 
 /// Token attributes, as llama.cpp's `llama_token_attr` bits.
 pub(crate) mod attr {
-    pub const UNKNOWN: u16 = 1 << 0;
-    pub const UNUSED: u16 = 1 << 1;
-    pub const NORMAL: u16 = 1 << 2;
-    pub const CONTROL: u16 = 1 << 3;
-    pub const USER_DEFINED: u16 = 1 << 4;
-    pub const BYTE: u16 = 1 << 5;
+    pub(crate) const UNKNOWN: u16 = 1 << 0;
+    pub(crate) const UNUSED: u16 = 1 << 1;
+    pub(crate) const NORMAL: u16 = 1 << 2;
+    pub(crate) const CONTROL: u16 = 1 << 3;
+    pub(crate) const USER_DEFINED: u16 = 1 << 4;
+    pub(crate) const BYTE: u16 = 1 << 5;
     /// Whitespace before the token's text is dropped when the text is cut out of the input.
-    pub const LSTRIP: u16 = 1 << 7;
+    pub(crate) const LSTRIP: u16 = 1 << 7;
     /// Whitespace after it is dropped.
-    pub const RSTRIP: u16 = 1 << 8;
+    pub(crate) const RSTRIP: u16 = 1 << 8;
 
     /// From `tokenizer.ggml.token_type` (1 normal, 2 unknown, 3 control, 4 user-defined,
     /// 5 unused, 6 byte; anything else undefined, which decodes to nothing).
-    pub fn from_type(t: i64) -> u16 {
+    pub(crate) fn from_type(t: i64) -> u16 {
         match t {
             1 => NORMAL,
             2 => UNKNOWN,
@@ -351,7 +351,7 @@ impl Tokenizer {
     /// `plain` (sorted, not overlapping), whose control-token texts stay text: a rendered chat
     /// prompt whose markup is control tokens and whose message contents are the user's words.
     /// Everything else tokenizes as `encode(text, add_bos, true)` does.
-    pub fn encode_with_plain_ranges(
+    pub(crate) fn encode_with_plain_ranges(
         &self,
         text: &str,
         add_bos: bool,
@@ -471,7 +471,7 @@ impl Tokenizer {
 
     /// Appends the bytes `id` stands for. Control and unknown tokens give their text only
     /// with `special`; unused and out-of-range ids give nothing.
-    pub fn append_token_bytes(&self, id: u32, special: bool, out: &mut Vec<u8>) {
+    pub(crate) fn append_token_bytes(&self, id: u32, special: bool, out: &mut Vec<u8>) {
         let a = self.attr(id);
         if a & (attr::CONTROL | attr::UNKNOWN) != 0 && !special {
             return;
@@ -501,7 +501,7 @@ impl Tokenizer {
 
     /// The bytes of generated ids as shown to a user (control tokens skipped), before UTF-8
     /// validation; see [`StreamDecoder`] for incremental text.
-    pub fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
+    pub(crate) fn decode_bytes(&self, ids: &[u32]) -> Vec<u8> {
         let mut out = Vec::new();
         for &id in ids {
             self.append_token_bytes(id, false, &mut out);

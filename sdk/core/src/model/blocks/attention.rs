@@ -123,7 +123,7 @@ impl Attention {
         }
     }
 
-    pub fn matrices(&mut self) -> Vec<&mut Matrix> {
+    pub(crate) fn matrices(&mut self) -> Vec<&mut Matrix> {
         let mut m = vec![&mut self.q];
         if let Some((k, v)) = &mut self.kv {
             m.extend([k, v]);

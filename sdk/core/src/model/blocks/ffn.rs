@@ -38,14 +38,14 @@ impl Glu {
     }
 
     /// The same with gate and up fused in `ffn_up` (2 · `n_ff` rows: gate, then up).
-    pub fn load_fused(h: &Hparams, il: usize, n_ff: usize, act: Activation) -> Result<Glu> {
+    pub(crate) fn load_fused(h: &Hparams, il: usize, n_ff: usize, act: Activation) -> Result<Glu> {
         let (f, d) = (h.f, h.config.n_embd);
         let fused = Matrix::load(f, &format!("blk.{il}.ffn_up.weight"), d, 2 * n_ff)?;
         let [gate, up] = fused.split(f, [n_ff, n_ff])?;
         Ok(Glu { gate, up, down: Matrix::load(f, &format!("blk.{il}.ffn_down.weight"), n_ff, d)?, act })
     }
 
-    pub fn matrices(&mut self) -> [&mut Matrix; 3] {
+    pub(crate) fn matrices(&mut self) -> [&mut Matrix; 3] {
         [&mut self.gate, &mut self.up, &mut self.down]
     }
 

@@ -42,7 +42,7 @@ pub(crate) struct Exec<'a> {
 
 impl Exec<'_> {
     /// out = W · input for the `n` rows of `input`, as one parallel job.
-    pub fn project(&self, qin: &mut QuantizedInput, w: &Matrix, n: usize, input: &[f32], out: &mut [f32]) {
+    pub(crate) fn project(&self, qin: &mut QuantizedInput, w: &Matrix, n: usize, input: &[f32], out: &mut [f32]) {
         qin.invalidate();
         qin.prepare(self.pool, self.kernels, w, &input[..n * w.cols], n);
         let act = qin.for_matrix(self.kernels, w);
@@ -75,24 +75,24 @@ impl Pass<'_> {
     }
 
     /// xb = norm(x): a block's input.
-    pub fn norm(&mut self, w: &RmsNorm) {
+    pub(crate) fn norm(&mut self, w: &RmsNorm) {
         let len = self.n * self.d;
         w.apply(&self.s.x[..len], &mut self.s.xb[..len]);
     }
 
     /// Normalises the block's output before it joins the stream (Gemma's post-norms).
-    pub fn post_norm(&mut self, w: &RmsNorm) {
+    pub(crate) fn post_norm(&mut self, w: &RmsNorm) {
         w.apply_inplace(&mut self.s.proj[..self.n * self.d]);
     }
 
     /// x += proj: the block's output joins the residual stream.
-    pub fn add_to_stream(&mut self) {
+    pub(crate) fn add_to_stream(&mut self) {
         let len = self.n * self.d;
         ops::add_inplace(&mut self.s.x[..len], &self.s.proj[..len]);
     }
 
     /// x += proj * scale (Granite's residual scale).
-    pub fn add_scaled_to_stream(&mut self, scale: f32) {
+    pub(crate) fn add_scaled_to_stream(&mut self, scale: f32) {
         let len = self.n * self.d;
         for (x, &p) in self.s.x[..len].iter_mut().zip(&self.s.proj[..len]) {
             *x += p * scale;

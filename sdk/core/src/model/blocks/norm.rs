@@ -35,7 +35,7 @@ impl RmsNorm {
     }
 
     /// In place, for every row of the width (a row may be one head of a wider one).
-    pub fn apply_inplace(&self, x: &mut [f32]) {
+    pub(crate) fn apply_inplace(&self, x: &mut [f32]) {
         ops::rms_norm_inplace(x, &self.weight, self.eps);
     }
 }

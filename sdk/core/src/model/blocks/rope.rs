@@ -8,7 +8,7 @@ use super::super::weights::load_vector;
 
 /// Which dimensions form a rotated pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeStyle {
+pub(crate) enum RopeStyle {
     /// Adjacent pairs (2i, 2i + 1): llama.cpp's NORM type (llama's GGUF layout).
     Interleaved,
     /// Halves (i, i + dims / 2) of the rotated part: llama.cpp's NEOX type.
@@ -67,7 +67,7 @@ impl Rope {
     }
 
     /// The same rotation around another base (Gemma's sliding-window layers).
-    pub fn with_base(&self, base: f32) -> Result<Rope> {
+    pub(crate) fn with_base(&self, base: f32) -> Result<Rope> {
         let mut r = Rope::new(self.style, self.dims, base)?;
         r.mscale = self.mscale;
         Ok(r)
@@ -75,7 +75,7 @@ impl Rope {
 
     /// Divides each pair's frequency by the factor tensor `name` ({dims / 2} values: Llama 3's
     /// `rope_freqs`, LongRoPE's long and short factors), when the file has it.
-    pub fn with_factors(mut self, f: &crate::gguf::GgufFile, name: &str) -> Result<Rope> {
+    pub(crate) fn with_factors(mut self, f: &crate::gguf::GgufFile, name: &str) -> Result<Rope> {
         if f.tensor(name).is_none() {
             return Ok(self);
         }
@@ -136,11 +136,11 @@ pub(crate) struct RopeTables {
 
 impl RopeTables {
     /// Forgets the previous pass's angles (buffers are kept).
-    pub fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.valid.iter_mut().for_each(|v| *v = false);
     }
 
-    pub fn angles(&mut self, ropes: &[Rope], id: RopeId, positions: &[usize]) -> &[f32] {
+    pub(crate) fn angles(&mut self, ropes: &[Rope], id: RopeId, positions: &[usize]) -> &[f32] {
         if self.tables.len() <= id {
             self.tables.resize_with(id + 1, Vec::new);
             self.valid.resize(id + 1, false);

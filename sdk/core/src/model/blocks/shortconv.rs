@@ -48,7 +48,7 @@ impl ShortConv {
         self.shape
     }
 
-    pub fn matrices(&mut self) -> [&mut Matrix; 2] {
+    pub(crate) fn matrices(&mut self) -> [&mut Matrix; 2] {
         [&mut self.in_proj, &mut self.out_proj]
     }
 

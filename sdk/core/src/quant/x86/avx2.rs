@@ -153,7 +153,7 @@ macro_rules! dot_blocks {
 // Dot products over 32-element blocks
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
     dot_blocks!(w, a, |x, y| {
         let qx = _mm256_sub_epi8(nibbles32(&x.qs), _mm256_set1_epi8(8));
         dot_i8(qx, load32(&y.qs))
@@ -161,7 +161,7 @@ pub unsafe fn vec_dot_q4_0_q8_0(w: &[BlockQ4_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
+pub(crate) unsafe fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
     let nb = w.len().min(a.len());
     let (w, a) = (&w[..nb], &a[..nb]);
     let mut acc0 = _mm256_setzero_ps();
@@ -203,7 +203,7 @@ pub unsafe fn vec_dot_q4_1_q8_1(w: &[BlockQ4_1], a: &[BlockQ8_1]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
     dot_blocks!(w, a, |x, y| {
         // q - 16 as a signed byte is the nibble with 0xF0 or'ed in where the 5th bit is clear.
         let hi = _mm256_andnot_si256(bits_to_bytes32(u32::from_le_bytes(x.qh)), _mm256_set1_epi8(0xF0u8 as i8));
@@ -212,7 +212,7 @@ pub unsafe fn vec_dot_q5_0_q8_0(w: &[BlockQ5_0], a: &[BlockQ8_0]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
+pub(crate) unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
     dot_blocks!(w, a, |x, y| dot_i8(load32(&x.qs), load32(&y.qs)))
 }
 
@@ -220,7 +220,7 @@ pub unsafe fn vec_dot_q8_0_q8_0(w: &[BlockQ8_0], a: &[BlockQ8_0]) -> f32 {
 // k-quants
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
     let m4 = _mm256_set1_epi8(0x0F);
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm_setzero_ps();
@@ -263,7 +263,7 @@ pub unsafe fn vec_dot_q4_k_q8_k(w: &[BlockQ4K], a: &[BlockQ8K]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_q6_k_q8_k(w: &[BlockQ6K], a: &[BlockQ8K]) -> f32 {
     let m4 = _mm256_set1_epi8(0x0F);
     let m2 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
@@ -347,17 +347,17 @@ macro_rules! dot_f32_lanes {
 // `n` at most both lengths.
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
+pub(crate) unsafe fn vec_dot_f32_f32(w: &[f32], a: &[f32]) -> f32 {
     dot_f32_lanes!(w, a, |i| _mm256_loadu_ps(w.as_ptr().add(i)), |j| w[j])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
+pub(crate) unsafe fn vec_dot_f16_f32(w: &[f16], a: &[f32]) -> f32 {
     dot_f32_lanes!(w, a, |i| _mm256_cvtph_ps(_mm_loadu_si128(w.as_ptr().add(i).cast())), |j| fp16(w[j]))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
+pub(crate) unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
     let n = x.len().min(y.len());
     let va = _mm256_set1_ps(a);
     let (xp, yp) = (x.as_ptr(), y.as_mut_ptr());
@@ -374,7 +374,7 @@ pub unsafe fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
 
 /// `gate[i] = silu(gate[i]) * up[i]` (see the reference), 8 at a time.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
+pub(crate) unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
     in_pieces::<8>(gate, up, |g, u| {
         let x = _mm256_loadu_ps(g.as_ptr());
         let e = exp_ps(_mm256_xor_ps(x, _mm256_set1_ps(-0.0)));
@@ -384,7 +384,7 @@ pub unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
+pub(crate) unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     // bf16 is the top half of an f32.
     dot_f32_lanes!(
         w,
@@ -471,7 +471,7 @@ unsafe fn to_f16(x: f32) -> f16 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
+pub(crate) unsafe fn quantize_row_q8_0(x: &[f32], out: &mut [BlockQ8_0]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
         let (d, packed, _) = q8_block(xb);
         y.d = to_f16(d);
@@ -489,7 +489,7 @@ unsafe fn q8_1_block(x: &[f32]) -> (f16, __m256i, i32, f16) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
+pub(crate) unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
     for (xb, y) in x.chunks_exact(QK).zip(out.iter_mut()) {
         let (d, packed, _, s) = q8_1_block(xb);
         (y.d, y.s) = (d, s);
@@ -502,7 +502,7 @@ pub unsafe fn quantize_row_q8_1(x: &[f32], out: &mut [BlockQ8_1]) {
 /// `packed::ActOffsets`) instead of stored as a block and read back byte by byte. `out` must
 /// hold the whole row; shorter rows are left.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_q8x32(x: &[f32], out: &mut [u8]) {
+pub(crate) unsafe fn quantize_q8x32(x: &[f32], out: &mut [u8]) {
     use crate::quant::packed::{ActOffsets, PackedAct};
     let Some(need) = PackedAct::Q8x32.row_bytes(x.len()) else { return };
     let Some(out) = out.get_mut(..need) else { return };
@@ -517,7 +517,7 @@ pub unsafe fn quantize_q8x32(x: &[f32], out: &mut [u8]) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
+pub(crate) unsafe fn quantize_row_q8_k(x: &[f32], out: &mut [BlockQ8K]) {
     let sign = _mm256_set1_ps(-0.0);
     for (xb, y) in x.chunks_exact(QK_K).zip(out.iter_mut()) {
         let mut m = _mm256_setzero_ps();
@@ -697,7 +697,7 @@ mat_mat_32! {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn mat_mat_q4_1_q8_1(
+pub(crate) unsafe fn mat_mat_q4_1_q8_1(
     w: &[BlockQ4_1],
     a: &[BlockQ8_1],
     n_rows: usize,
@@ -745,7 +745,7 @@ pub unsafe fn mat_mat_q4_1_q8_1(
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn mat_mat_q4_k_q8_k(
+pub(crate) unsafe fn mat_mat_q4_k_q8_k(
     w: &[BlockQ4K],
     a: &[BlockQ8K],
     n_rows: usize,
@@ -803,7 +803,7 @@ pub unsafe fn mat_mat_q4_k_q8_k(
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn mat_mat_q6_k_q8_k(
+pub(crate) unsafe fn mat_mat_q6_k_q8_k(
     w: &[BlockQ6K],
     a: &[BlockQ8K],
     n_rows: usize,
@@ -885,7 +885,7 @@ unsafe fn q5_1_quants(x: &BlockQ5_1) -> __m256i {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
+pub(crate) unsafe fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut summs = 0.0f32;
     for (x, y) in w.iter().zip(a) {
@@ -898,13 +898,13 @@ pub unsafe fn vec_dot_q5_1_q8_1(w: &[BlockQ5_1], a: &[BlockQ8_1]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+pub(crate) unsafe fn vec_dot_iq4_nl_q8_0(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
     let grid = iq4nl_grid();
     dot_blocks!(w, a, |x, y| dot_i8(_mm256_shuffle_epi8(grid, nibbles32(&x.qs)), load32(&y.qs)))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_iq4_xs_q8_k(w: &[BlockIq4Xs], a: &[BlockQ8K]) -> f32 {
     let grid = iq4nl_grid();
     let mut acc = _mm256_setzero_ps();
     for (x, y) in w.iter().zip(a) {
@@ -933,7 +933,7 @@ unsafe fn scale_pair16(scales: __m128i, s: usize) -> __m256i {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
     let m2 = _mm256_set1_epi8(3);
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm256_setzero_ps();
@@ -960,7 +960,7 @@ pub unsafe fn vec_dot_q2_k_q8_k(w: &[BlockQ2K], a: &[BlockQ8K]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
     let m2 = _mm256_set1_epi8(3);
     let one = _mm256_set1_epi8(1);
     let mut acc = _mm256_setzero_ps();
@@ -991,7 +991,7 @@ pub unsafe fn vec_dot_q3_k_q8_k(w: &[BlockQ3K], a: &[BlockQ8K]) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
+pub(crate) unsafe fn vec_dot_q5_k_q8_k(w: &[BlockQ5K], a: &[BlockQ8K]) -> f32 {
     let m4 = _mm256_set1_epi8(0x0F);
     let one = _mm256_set1_epi8(1);
     let mut acc = _mm256_setzero_ps();

@@ -1,4 +1,4 @@
-//! AVX2 attention over a chunk of cached positions (see [`AttnChunkFn`]). Keys and values (f16,
+//! AVX2 attention over a chunk of cached positions (see `AttnChunkFn`). Keys and values (f16,
 //! or int8 keys and fp8 values) are converted in registers, eight rows' dot products are summed
 //! by one transposing reduction, and `exp` is vectorised. The query heads of the call (those of
 //! one KV head, for one or several queries) are taken in blocks sized so that the accumulators
@@ -8,9 +8,8 @@
 //!
 //! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
 //! CPU, that every slot's key and value rows lie inside `keys` and `values`, and that heads are
-//! at most [`MAX_HEAD_DIM`] long and a multiple of 8.
+//! at most `MAX_HEAD_DIM` long and a multiple of 8.
 //!
-//! [`AttnChunkFn`]: crate::quant::AttnChunkFn
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -69,10 +68,10 @@ macro_rules! for_head_blocks {
 }
 
 /// The longest head handled (the caller sends longer ones elsewhere).
-pub const MAX_HEAD_DIM: usize = 256;
+pub(crate) const MAX_HEAD_DIM: usize = 256;
 
 /// Whether this kernel handles heads of `hd` elements.
-pub fn handles_head_dim(hd: usize) -> bool {
+pub(crate) fn handles_head_dim(hd: usize) -> bool {
     hd <= MAX_HEAD_DIM && hd % 8 == 0
 }
 
@@ -81,7 +80,7 @@ pub fn handles_head_dim(hd: usize) -> bool {
 /// field (`n` lies in -126..=127 after the clamp, so `2^n` is a normal number).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn exp_ps(x: __m256) -> __m256 {
+pub(crate) unsafe fn exp_ps(x: __m256) -> __m256 {
     let x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.336_55)), _mm256_set1_ps(88.0));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
@@ -98,10 +97,8 @@ pub unsafe fn exp_ps(x: __m256) -> __m256 {
     _mm256_mul_ps(y, _mm256_castsi256_ps(pow2))
 }
 
-/// Attention of `heads` query heads over a chunk (see [`AttnChunkFn`]): all heads in one call
+/// Attention of `heads` query heads over a chunk (see `AttnChunkFn`): all heads in one call
 /// of the row format's kernel, which takes them in register-sized blocks.
-///
-/// [`AttnChunkFn`]: crate::quant::AttnChunkFn
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn attn_chunk(
     q: &[f32],

@@ -1,12 +1,11 @@
-//! AVX-512 attention over a chunk of cached positions (see [`AttnChunkFn`]): keys and values
+//! AVX-512 attention over a chunk of cached positions (see `AttnChunkFn`): keys and values
 //! (f16, or int8 keys and fp8 values) converted in registers, every query head of the KV head
 //! served by one read of each row, and a vectorised `exp` for the softmax.
 //!
 //! `unsafe` for `#[target_feature]` and raw loads; the caller (`dispatch`) has checked the
 //! CPU, that every slot's key and value rows lie inside `keys` and `values` and that heads are
-//! at most [`MAX_HEAD_DIM`] long.
+//! at most `MAX_HEAD_DIM` long.
 //!
-//! [`AttnChunkFn`]: crate::quant::AttnChunkFn
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -29,14 +28,14 @@ const MAX_HEADS: usize = 8;
 
 /// The longest head handled (the caller sends longer ones elsewhere), in elements and in
 /// 16-element vectors.
-pub const MAX_HEAD_DIM: usize = 256;
+pub(crate) const MAX_HEAD_DIM: usize = 256;
 const MAX_HEAD_VECTORS: usize = MAX_HEAD_DIM / 16;
 
 /// `e^x`, within 2 ulp, exactly 1 at 0; 0 below -87.3. Cephes' `expf`: `x = n ln 2 + r` with
 /// `|r| <= ln 2 / 2`, a degree-7 polynomial for `e^r`, then `scalef` by `2^n`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub unsafe fn exp_ps(x: __m512) -> __m512 {
+pub(crate) unsafe fn exp_ps(x: __m512) -> __m512 {
     let x = _mm512_max_ps(x, _mm512_set1_ps(-87.336_55));
     let n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT);
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), x);

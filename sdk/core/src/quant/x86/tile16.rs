@@ -32,10 +32,10 @@ use crate::quant::blocks::*;
 use crate::quant::GgmlType;
 
 /// Rows per tile.
-pub const ROWS: usize = 16;
+pub(crate) const ROWS: usize = 16;
 
 /// Where a block's fields lie (see the table above).
-pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     use GgmlType::*;
     let l = BlockLayout::new;
     match ty {
@@ -55,7 +55,7 @@ pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     }
 }
 
-pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
+pub(crate) fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
     block_layout(ty)?.tile_bytes(ty, cols)
 }
 
@@ -63,7 +63,7 @@ pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
 /// except Q8_0's biased quants, which are written for them too (zero scales keep them inert).
 /// Works on the bytes directly (block field offsets as in `blocks`): this runs over every
 /// weight at load, so it should go at memory speed.
-pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
+pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     use GgmlType::*;
     let nb = cols / ty.block_size();
     let (rb, bb) = (ty.row_bytes(cols), ty.block_bytes());

@@ -36,13 +36,13 @@ use crate::quant::blocks::*;
 use crate::quant::GgmlType;
 
 /// Rows per tile.
-pub const ROWS: usize = 8;
+pub(crate) const ROWS: usize = 8;
 
 /// Bytes of one vector: 4 quant bytes of each row.
 const VEC: usize = 4 * ROWS;
 
 /// Where a block's fields lie (see the table above).
-pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
+pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     use GgmlType::*;
     let l = BlockLayout::new;
     match ty {
@@ -62,14 +62,14 @@ pub fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     }
 }
 
-pub fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
+pub(crate) fn tile_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
     block_layout(ty)?.tile_bytes(ty, cols)
 }
 
 /// Builds one tile (see the module documentation) from whole ggml rows; absent rows stay zero.
 /// Works on the bytes directly (block field offsets as in `blocks`): this runs over every
 /// weight at load, so it should go at memory speed.
-pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
+pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     use GgmlType::*;
     let (rb, bb) = (ty.row_bytes(cols), ty.block_bytes());
     if rb == 0 || Some(tile.len()) != tile_bytes(ty, cols) {

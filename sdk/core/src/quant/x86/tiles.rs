@@ -35,7 +35,7 @@ pub(crate) unsafe fn prefetch_ahead(p: *const u8, size: usize) {
 /// start, and its size. The quants come first; `a`..`d` are the scale fields in the order of
 /// the layout's table.
 #[derive(Debug, Clone, Copy)]
-pub struct BlockLayout {
+pub(crate) struct BlockLayout {
     pub size: usize,
     pub a: usize,
     pub b: usize,
@@ -49,7 +49,7 @@ impl BlockLayout {
     }
 
     /// Bytes of one tile of `cols` columns of `ty` made of such blocks (a multiple of [`ALIGN`](crate::quant::packed::ALIGN)).
-    pub fn tile_bytes(self, ty: GgmlType, cols: usize) -> Option<usize> {
+    pub(crate) fn tile_bytes(self, ty: GgmlType, cols: usize) -> Option<usize> {
         tile_len(ty, cols, self.size)
     }
 }
