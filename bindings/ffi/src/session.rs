@@ -99,6 +99,10 @@ struct Control {
 }
 
 impl Control {
+    fn new(session_cancel: tern::CancelHandle) -> Control {
+        Control { cancelled: AtomicBool::new(false), finished: Mutex::new(false), session_cancel }
+    }
+
     fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
         let finished = lock(&self.finished);
@@ -243,11 +247,7 @@ enum Request {
 impl Session {
     /// A fresh control for the next answer, the one `cancel()` reaches from now on.
     fn new_control(&self) -> Arc<Control> {
-        let control = Arc::new(Control {
-            cancelled: AtomicBool::new(false),
-            finished: Mutex::new(false),
-            session_cancel: self.cancel.clone(),
-        });
+        let control = Arc::new(Control::new(self.cancel.clone()));
         *lock(&self.current) = Some(Arc::clone(&control));
         control
     }
@@ -425,14 +425,6 @@ mod tests {
         dir.join("SmolLM2-135M-Instruct.Q4_1.gguf")
     }
 
-    fn control(session: &tern::Session) -> Control {
-        Control {
-            cancelled: AtomicBool::new(false),
-            finished: Mutex::new(false),
-            session_cancel: session.cancel_handle(),
-        }
-    }
-
     /// The generation thread has a window between the SDK ending the answer and `finish`; a
     /// cancel made there (driven here step by step) ends nothing, and must not end the next.
     #[test]
@@ -442,12 +434,12 @@ mod tests {
         let opts = tern::SessionOptions { max_tokens: 3, ignore_eos: true, ..Default::default() };
         let mut session = tern::Session::new(engine, opts).unwrap();
         let snapshot = Mutex::new(Snapshot::default());
-        let first = control(&session);
+        let first = Control::new(session.cancel_handle());
         let stats = run_answer(&mut session, &Request::Message("Hi".into()), &first, &snapshot, |_, _| true).unwrap();
         assert_eq!(stats.finish_reason, FinishReason::MaxTokens);
         first.cancel();
         first.finish();
-        let next = control(&session);
+        let next = Control::new(session.cancel_handle());
         let stats =
             run_answer(&mut session, &Request::Message("Hi again".into()), &next, &snapshot, |_, _| true).unwrap();
         assert_eq!(stats.finish_reason, FinishReason::MaxTokens, "the old answer's cancel reached the next one");
