@@ -340,7 +340,7 @@ mod tests {
             let err = tern::EnergyMode::from(bad).validate().map_err(crate::TernError::from);
             assert!(matches!(err, Err(crate::TernError::InvalidOption { .. })), "{ids:?}: {err:?}");
         }
-        let online = tern::runtime::online_cpus()[0] as u32;
+        let online = tern::energy::CpuTopology::detect().cores[0].id as u32;
         let good = EnergyMode::Custom {
             prefill: CoreSelection::Cores { ids: vec![online] },
             decode: CoreSelection::Threads { count: 2 },

@@ -80,5 +80,5 @@ impl Engine {
 /// Names of the kernel sets this CPU runs, best last (values for `EngineOptions.kernels`).
 #[uniffi::export]
 pub fn available_kernels() -> Vec<String> {
-    tern::quant::available_kernels().iter().map(|k| k.isa.to_owned()).collect()
+    tern::kernel_sets().into_iter().map(str::to_owned).collect()
 }

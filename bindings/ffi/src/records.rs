@@ -41,11 +41,11 @@ pub enum KvPrecision {
     Int8Fp8,
 }
 
-impl From<KvPrecision> for tern::model::KvPrecision {
+impl From<KvPrecision> for tern::KvPrecision {
     fn from(p: KvPrecision) -> Self {
         match p {
-            KvPrecision::F16 => tern::model::KvPrecision::F16,
-            KvPrecision::Int8Fp8 => tern::model::KvPrecision::Int8Fp8,
+            KvPrecision::F16 => tern::KvPrecision::F16,
+            KvPrecision::Int8Fp8 => tern::KvPrecision::Int8Fp8,
         }
     }
 }

@@ -11,8 +11,8 @@ use std::io::IsTerminal;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use tern::model::KvPrecision;
 use tern::tokenizer::Tokenizer;
+use tern::KvPrecision;
 use tern::{EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats};
 
 use crate::args::{load_with, ModelArgs};
@@ -197,9 +197,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         depth: (depth > 0).then_some(depth),
         decode_at_depth_tps: (depth > 0).then(|| median(&deep_runs)),
         load_ms: loaded.load_time.as_secs_f64() * 1e3,
-        repacked_bytes: engine.model().pack_stats().bytes,
-        repack_ms: engine.model().pack_stats().ms,
-        decode_bytes_per_token: engine.model().decode_weight_bytes(),
+        repacked_bytes: info.repacked_bytes as usize,
+        repack_ms: info.repack_ms,
+        decode_bytes_per_token: info.decode_weight_bytes as usize,
         peak_rss_bytes: tern::peak_rss_bytes(),
         prefill_tps_runs: prefill_runs,
         decode_tps_runs: decode_runs,

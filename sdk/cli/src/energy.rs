@@ -6,13 +6,12 @@
 //! pool between the prefill and decode selections is measured last.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use tern::energy::power_model::selection_counts;
 use tern::energy::tuner::{Measurement, ProbeRecord};
-use tern::runtime::{CoreSelection, CpuTopology, ThreadPool};
+use tern::energy::{measure_switch_cost, CoreSelection, CpuTopology, SwitchCost};
 use tern::{
     EnergyMode, EnergyOptions, Engine, EngineOptions, Event, Session, SessionOptions, SpeculationOptions, Stats,
 };
@@ -100,17 +99,6 @@ struct ModeRow {
 }
 
 #[derive(Serialize)]
-struct SwitchCost {
-    /// Median time of a selection change plus the job right after it, minus a job without change.
-    median_us: f64,
-    p90_us: f64,
-    /// Median of the `set_selection` call alone.
-    call_median_us: f64,
-    between: [String; 2],
-    samples: usize,
-}
-
-#[derive(Serialize)]
 struct HereReport {
     topology: String,
     meter: String,
@@ -168,7 +156,7 @@ fn tune_here(a: &TuneArgs) -> Result<()> {
     }
     engine.set_energy_mode(EnergyMode::Balanced)?;
     let prefill_sel = CoreSelection::cores(topo.big_cores()).for_platform();
-    let switch = switch_cost(engine.info().threads, &prefill_sel, &tuning.balanced.selection);
+    let switch = measure_switch_cost(engine.info().threads, &prefill_sel, &tuning.balanced.selection);
     let report = HereReport {
         topology: topo.describe(),
         meter: status.meter,
@@ -233,52 +221,4 @@ fn generate(engine: &std::sync::Arc<Engine>, n: usize) -> Result<Stats> {
         }
     }
     stats.ok_or_else(|| CliError::Other("the generation ended without stats".into()))
-}
-
-/// The cost of moving a pool between two selections, as a session does at the prefill→decode
-/// boundary: the change plus the first job after it (threads wake and re-pin), less the same job
-/// without a change. If the two selections are the same, a one-core selection stands in for the
-/// second so that something changes.
-fn switch_cost(threads: usize, a: &CoreSelection, b: &CoreSelection) -> SwitchCost {
-    const SAMPLES: usize = 400;
-    let b = if a == b {
-        CoreSelection::cores(a.core_ids().and_then(|c| c.last().copied())).for_platform()
-    } else {
-        b.clone()
-    };
-    let pool = ThreadPool::new(threads);
-    let job = |pool: &ThreadPool| {
-        pool.parallel_for(threads * 8, &|i| {
-            std::hint::black_box(i);
-        })
-    };
-    let (mut with, mut without, mut call) = (Vec::new(), Vec::new(), Vec::new());
-    pool.set_selection(Some(a));
-    for _ in 0..50 {
-        job(&pool);
-    }
-    for i in 0..SAMPLES {
-        let t0 = Instant::now();
-        job(&pool);
-        without.push(t0.elapsed());
-        let target = if i % 2 == 0 { &b } else { a };
-        let t0 = Instant::now();
-        pool.set_selection(Some(target));
-        call.push(t0.elapsed());
-        job(&pool);
-        with.push(t0.elapsed());
-    }
-    pool.release_caller();
-    let us = |v: &mut Vec<Duration>, q: f64| {
-        v.sort();
-        v[((v.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6
-    };
-    let base = us(&mut without, 0.5);
-    SwitchCost {
-        median_us: us(&mut with, 0.5) - base,
-        p90_us: us(&mut with, 0.9) - base,
-        call_median_us: us(&mut call, 0.5),
-        between: [a.to_string(), b.to_string()],
-        samples: SAMPLES,
-    }
 }

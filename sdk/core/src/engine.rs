@@ -48,6 +48,11 @@ pub struct EngineOptions {
     pub energy: EnergyOptions,
 }
 
+/// Names of the kernel sets this CPU runs, best last: the values `EngineOptions::kernels` takes.
+pub fn kernel_sets() -> Vec<&'static str> {
+    crate::quant::available_kernels().iter().map(|k| k.isa).collect()
+}
+
 #[derive(Debug, Clone)]
 pub struct ModelInfo {
     pub architecture: String,
@@ -64,6 +69,12 @@ pub struct ModelInfo {
     pub threads: usize,
     /// Milliseconds `Engine::load` took.
     pub load_ms: f64,
+    /// Bytes of the weight copies repacked at load for the kernel set (0 when none were).
+    pub repacked_bytes: u64,
+    /// Milliseconds of `load_ms` spent repacking.
+    pub repack_ms: f64,
+    /// Bytes of weights one decode step reads: what bounds decode speed on memory bandwidth.
+    pub decode_weight_bytes: u64,
 }
 
 pub struct Engine {
@@ -142,6 +153,9 @@ impl Engine {
             kernels: kernels.isa,
             threads,
             load_ms: 0.0,
+            repacked_bytes: model.pack_stats().bytes as u64,
+            repack_ms: model.pack_stats().ms,
+            decode_weight_bytes: model.decode_weight_bytes() as u64,
         };
         let energy = EnergyControl::new(opts.energy);
         let mut engine = Engine {
@@ -182,18 +196,24 @@ impl Engine {
         &self.template
     }
 
-    pub fn model(&self) -> &Model {
-        &self.model
+    crate::lab_pub! {
+        fn model(&self) -> &Model {
+            &self.model
+        }
     }
 
-    /// The thread pool forward passes of this engine run on.
-    pub fn pool(&self) -> &ThreadPool {
-        &self.pool
+    crate::lab_pub! {
+        /// The thread pool forward passes of this engine run on.
+        fn pool(&self) -> &ThreadPool {
+            &self.pool
+        }
     }
 
-    /// What decode passes of n tokens have cost on this engine (learned from its sessions).
-    pub fn verify_costs(&self) -> &CostModel {
-        &self.verify_costs
+    crate::lab_pub! {
+        /// What decode passes of n tokens have cost on this engine (learned from its sessions).
+        fn verify_costs(&self) -> &CostModel {
+            &self.verify_costs
+        }
     }
 
     /// The acceptance model's weights as learned on this engine so far (they start from

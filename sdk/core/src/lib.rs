@@ -20,21 +20,54 @@ pub mod engine;
 pub mod error;
 mod files;
 pub mod gguf;
-pub mod model;
-pub mod quant;
-pub mod runtime;
 pub mod sampling;
 pub mod session;
-pub mod speculative;
 pub mod tokenizer;
 pub mod tools;
 pub mod ui;
 
+// The engine's internals: public under the `lab` feature (the lab crate, benchmarks and
+// tests reach into them), crate-private otherwise. Items only those reach are unused in the
+// SDK's own build, hence the allowance.
+#[cfg(feature = "lab")]
+pub mod model;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod model;
+#[cfg(feature = "lab")]
+pub mod quant;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod quant;
+#[cfg(feature = "lab")]
+pub mod runtime;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod runtime;
+#[cfg(feature = "lab")]
+pub mod speculative;
+#[cfg(not(feature = "lab"))]
+#[allow(dead_code, unused_imports)]
+pub(crate) mod speculative;
+
+/// A function public under the `lab` feature and crate-private otherwise (see the modules
+/// above).
+macro_rules! lab_pub {
+    ($(#[$m:meta])* fn $($rest:tt)*) => {
+        #[cfg(feature = "lab")]
+        $(#[$m])* pub fn $($rest)*
+        #[cfg(not(feature = "lab"))]
+        $(#[$m])* pub(crate) fn $($rest)*
+    };
+}
+pub(crate) use lab_pub;
+
 pub use chat::{Message, Role};
 pub use constrain::Grammar;
 pub use energy::{CoreSelection, DeviceState, EnergyKind, EnergyMode, EnergyOptions, EnergyStats, ThermalState};
-pub use engine::{Engine, EngineOptions, ModelInfo};
+pub use engine::{kernel_sets, Engine, EngineOptions, ModelInfo};
 pub use error::{Error, Result, WriteOp};
+pub use model::KvPrecision;
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
 pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};

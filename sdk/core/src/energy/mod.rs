@@ -5,9 +5,10 @@
 //! - [`power_model`]: the power heuristic (Eq. 9) over the CPU topology.
 //! - [`meter`]: energy meters (RAPL, battery, Android through JNI, or the estimate).
 //! - [`tuner`]: the two-stage search with 50-token probes, and the exhaustive search.
-//! - [`simulator`]: probes on simulated phones (tests, `tern-lab`); probes on a loaded engine
+//! - `simulator`: probes on simulated phones (tests, `tern-lab`); probes on a loaded engine
 //!   are the engine's (`engine/tuning.rs`).
 //! - [`store`]: tuning results on disk, keyed by device and topology.
+//! - `switch`: what moving the pool between two selections costs.
 //! - [`control`]: the engine's energy state: mode, device state, selection per phase, and the
 //!   per-phase energy accounting that sessions report in their stats.
 
@@ -16,18 +17,22 @@ pub mod android;
 pub mod control;
 pub mod meter;
 pub mod power_model;
+// Simulated phones: for tests and the lab only.
+#[cfg(any(test, feature = "lab"))]
 pub mod simulator;
 pub mod store;
+mod switch;
 pub mod tuner;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::runtime::CoreSelection;
+pub use crate::runtime::{Cluster, CoreSelection, CpuCore, CpuPart, CpuTopology};
 pub use control::{EnergyStats, EnergyStatus, PhaseEnergy};
 pub use meter::{EnergyKind, EnergyMeter};
 pub use store::Tuning;
+pub use switch::{measure_switch_cost, SwitchCost};
 
 /// How the engine trades speed for energy.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

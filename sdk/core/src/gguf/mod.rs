@@ -6,7 +6,8 @@
 mod reader;
 mod value;
 
-pub use value::{ArrayValue, Value, ValueType};
+pub use crate::quant::GgmlType;
+pub use value::{ArrayValue, StringIter, Value, ValueType};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -14,7 +15,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::quant::GgmlType;
 use reader::Reader;
 
 const MAGIC: [u8; 4] = *b"GGUF";

@@ -43,7 +43,7 @@ impl CoreSelection {
     }
 
     /// Checks a selection built elsewhere (the variants are public): pinned ids must be online
-    /// CPUs of this machine, a thread count 1 to [`MAX_SELECTION_THREADS`].
+    /// CPUs of this machine, a thread count 1 to 1,024.
     pub fn validate(&self) -> Result<()> {
         match self {
             CoreSelection::Cores(ids) => {

@@ -45,7 +45,7 @@ pub struct SessionOptions {
     /// Keep generating past end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
     /// Speculative decoding: drafts from the context verified several tokens per pass
-    /// (automatic by default; see [`crate::speculative`]).
+    /// (automatic by default; see `docs/speculative.md`).
     pub speculation: SpeculationOptions,
     /// Let control-token text inside message contents (`<|im_end|>`, `<start_of_turn>`, ...)
     /// become control tokens. Off by default: only the template's own markup is parsed, and a
