@@ -42,6 +42,9 @@ const FILES: &[&str] = &[
     "lfm2-f16",
     "lfm2-q8_0",
     "lfm2-q4_k_m",
+    "qwen35-f16",
+    "qwen35-q8_0",
+    "qwen35-q4_k_m",
     "gemma4-f16",
     "gemma4-q8_0",
     "gemma4-q4_k_m",
@@ -290,9 +293,16 @@ fn speculative_answers_are_plain_answers() {
         history: None,
     };
     let mut verified = 0;
-    for name in
-        ["llama-ropefreqs-f16", "qwen3-f16", "smollm3-f16", "phi3-f16", "granite-f16", "qwen3-q4_k_m", "lfm2-f16"]
-    {
+    for name in [
+        "llama-ropefreqs-f16",
+        "qwen3-f16",
+        "smollm3-f16",
+        "phi3-f16",
+        "granite-f16",
+        "qwen3-q4_k_m",
+        "lfm2-f16",
+        "qwen35-f16",
+    ] {
         let e = load(name, tern::quant::kernels().isa);
         for prompt in prompts {
             let answer = |speculation: SpeculationOptions| {
@@ -317,12 +327,19 @@ fn speculative_answers_are_plain_answers() {
     assert!(verified > 0, "no draft was verified: the test did not exercise speculation");
 }
 
-/// Greedy answers of a hybrid model (convolution state beside the KV cache) with speculation in
-/// automatic mode are those of plain decoding.
+/// The hybrid models: a convolution state (LFM2), a convolution and a recurrent state
+/// (Qwen3.5's Gated DeltaNet) beside the KV cache.
+const HYBRIDS: [&str; 2] = ["lfm2-f16", "qwen35-f16"];
+
+/// Greedy answers of a hybrid model with speculation in automatic mode are those of plain
+/// decoding.
 #[test]
 fn hybrid_speculation_in_automatic_mode_is_plain_decoding() {
-    let e = load("lfm2-f16", tern::quant::kernels().isa);
-    for prompt in ["the cat sat on the mat and the cat sat on the mat", "abc abc abc abc abc abc"] {
+    for (name, prompt) in HYBRIDS
+        .iter()
+        .flat_map(|n| ["the cat sat on the mat and the cat sat on the mat", "abc abc abc abc abc abc"].map(|p| (n, p)))
+    {
+        let e = load(name, tern::quant::kernels().isa);
         let answer = |speculation: SpeculationOptions| {
             let opts = SessionOptions { max_tokens: 48, ignore_eos: true, speculation, ..Default::default() };
             let mut s = Session::new(e.clone(), opts).expect("session");
@@ -335,7 +352,7 @@ fn hybrid_speculation_in_automatic_mode_is_plain_decoding() {
             ids
         };
         let auto = SpeculationOptions { calibration_positions: 64, ..SpeculationOptions::default() };
-        assert_eq!(answer(auto), answer(SpeculationOptions::off()), "{prompt:?}");
+        assert_eq!(answer(auto), answer(SpeculationOptions::off()), "{name}: {prompt:?}");
     }
 }
 
@@ -344,7 +361,13 @@ fn hybrid_speculation_in_automatic_mode_is_plain_decoding() {
 /// without speculation.
 #[test]
 fn hybrid_second_turn_reuses_the_first_and_answers_as_a_fresh_session() {
-    let e = load("lfm2-f16", tern::quant::kernels().isa);
+    for name in HYBRIDS {
+        second_turn_reuses_the_first(name);
+    }
+}
+
+fn second_turn_reuses_the_first(name: &str) {
+    let e = load(name, tern::quant::kernels().isa);
     let always = SpeculationOptions {
         mode: Speculation::Limits(tern::DraftLimits {
             max_draft_tokens: 12,
@@ -373,7 +396,7 @@ fn hybrid_second_turn_reuses_the_first_and_answers_as_a_fresh_session() {
         let (second_ids, second) = run(&mut s, "the cat sat on the mat");
         assert!(
             second.cached_tokens >= first.prompt_tokens,
-            "the second turn recomputed the first: {} cached of {} (first prompt {})",
+            "{name}: the second turn recomputed the first: {} cached of {} (first prompt {})",
             second.cached_tokens,
             second.prompt_tokens,
             first.prompt_tokens
@@ -385,6 +408,6 @@ fn hybrid_second_turn_reuses_the_first_and_answers_as_a_fresh_session() {
         let (fresh_ids, fresh_stats) = run(&mut fresh, "the cat sat on the mat");
         assert_eq!(fresh_stats.cached_tokens, 0);
         assert_eq!(fresh_stats.prompt_tokens, second.prompt_tokens);
-        assert_eq!(second_ids, fresh_ids, "second turn against a fresh session");
+        assert_eq!(second_ids, fresh_ids, "{name}: second turn against a fresh session");
     }
 }

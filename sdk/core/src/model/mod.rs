@@ -16,7 +16,7 @@ pub use arch::names as architecture_names;
 pub use hparams::Config;
 pub use kv::{KvCache, KvPrecision, KvShape};
 pub use scratch::Scratch;
-pub use state::{ConvShape, LayerCache};
+pub use state::{ConvShape, DeltaRule, LayerCache};
 pub use weights::Matrix;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -8,13 +8,12 @@ use crate::error::Result;
 
 use super::super::blocks::attention::{Attention, AttentionSpec};
 use super::super::blocks::ffn::{Activation, Glu};
+use super::super::blocks::hybrid::{HybridLayer, Mixer};
 use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeStyle};
 use super::super::blocks::shortconv::ShortConv;
-use super::super::blocks::{self, LogitMap, Pass};
+use super::super::blocks::{self, LogitMap};
 use super::super::hparams::Hparams;
-use super::super::state::LayerCache;
-use super::super::weights::Matrix;
 use super::Arch;
 
 /// Longest convolution the loader accepts (LFM2 uses 3).
@@ -36,7 +35,7 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
             }
             None => Mixer::Conv(ShortConv::load(h, il, kernel)?),
         };
-        layers.push(Box::new(Layer {
+        layers.push(Box::new(HybridLayer {
             attn_norm: RmsNorm::layer(h, il, "attn_norm")?,
             mixer,
             ffn_norm: RmsNorm::layer(h, il, "ffn_norm")?,
@@ -52,46 +51,4 @@ pub(super) fn load(h: &Hparams) -> Result<Arch> {
         output_norm,
         logits: LogitMap::default(),
     })
-}
-
-/// What mixes tokens in a layer.
-enum Mixer {
-    Attention(Attention),
-    Conv(ShortConv),
-}
-
-struct Layer {
-    attn_norm: RmsNorm,
-    mixer: Mixer,
-    ffn_norm: RmsNorm,
-    ffn: Glu,
-}
-
-impl blocks::Layer for Layer {
-    fn forward(&self, p: &mut Pass<'_>) {
-        p.norm(&self.attn_norm);
-        match &self.mixer {
-            Mixer::Attention(a) => a.forward(p, Some(0)),
-            Mixer::Conv(c) => c.forward(p),
-        }
-        p.add_to_stream();
-        p.norm(&self.ffn_norm);
-        self.ffn.forward(p);
-        p.add_to_stream();
-    }
-
-    fn cache(&self) -> LayerCache {
-        match &self.mixer {
-            Mixer::Attention(a) => a.cache(),
-            Mixer::Conv(c) => LayerCache::Conv(c.shape()),
-        }
-    }
-
-    fn matrices(&mut self) -> Vec<&mut Matrix> {
-        let mixer: Vec<&mut Matrix> = match &mut self.mixer {
-            Mixer::Attention(a) => a.matrices().into_iter().collect(),
-            Mixer::Conv(c) => c.matrices().into_iter().collect(),
-        };
-        mixer.into_iter().chain(self.ffn.matrices()).collect()
-    }
 }

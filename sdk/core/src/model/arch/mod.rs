@@ -10,6 +10,7 @@ mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen35;
 mod smollm3;
 
 use crate::error::{Error, Result};
@@ -33,6 +34,7 @@ const ARCHITECTURES: &[(&str, Loader)] = &[
     ("phi3", phi3::load),
     ("granite", granite::load),
     ("lfm2", lfm2::load),
+    ("qwen35", qwen35::load),
 ];
 
 /// What a loader builds: the layers, and what surrounds them in the forward pass (the token

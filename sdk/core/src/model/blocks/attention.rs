@@ -34,6 +34,9 @@ pub(crate) struct AttentionSpec {
     pub v_norm: bool,
     /// No keys and values of its own: attends over that layer's (Gemma 4's shared layers).
     pub shared_kv: Option<usize>,
+    /// `attn_q` gives each head its queries and then as many gate values, and the output is
+    /// multiplied by their sigmoid before the output projection (Qwen3.5).
+    pub output_gate: bool,
 }
 
 impl AttentionSpec {
@@ -48,6 +51,7 @@ impl AttentionSpec {
             window: None,
             v_norm: false,
             shared_kv: None,
+            output_gate: false,
         }
     }
 }
@@ -65,6 +69,7 @@ pub(crate) struct Attention {
     heads: HeadShape,
     scale: f32,
     window: Option<usize>,
+    output_gate: bool,
     /// The cache layer this block stores to and attends over.
     cache: usize,
 }
@@ -75,16 +80,18 @@ impl Attention {
         let (f, d, eps) = (h.f, h.config.n_embd, h.config.rms_eps);
         let hs = spec.heads;
         let (qd, kvd) = (hs.q_dim(), hs.kv_dim());
+        // The q projection's rows: the queries, or each head's queries then its gate.
+        let q_rows = if spec.output_gate { 2 * qd } else { qd };
         let name = |s: &str| format!("blk.{il}.{s}");
         let (q, kv) = if spec.fused_qkv {
-            let qkv = Matrix::load(f, &name("attn_qkv.weight"), d, qd + 2 * kvd)?;
-            let [q, k, v] = qkv.split(f, [qd, kvd, kvd])?;
+            let qkv = Matrix::load(f, &name("attn_qkv.weight"), d, q_rows + 2 * kvd)?;
+            let [q, k, v] = qkv.split(f, [q_rows, kvd, kvd])?;
             (q, Some((k, v)))
         } else if spec.shared_kv.is_some() {
-            (Matrix::load(f, &name("attn_q.weight"), d, qd)?, None)
+            (Matrix::load(f, &name("attn_q.weight"), d, q_rows)?, None)
         } else {
             (
-                Matrix::load(f, &name("attn_q.weight"), d, qd)?,
+                Matrix::load(f, &name("attn_q.weight"), d, q_rows)?,
                 Some((
                     Matrix::load(f, &name("attn_k.weight"), d, kvd)?,
                     Matrix::load(f, &name("attn_v.weight"), d, kvd)?,
@@ -111,6 +118,7 @@ impl Attention {
             heads: hs,
             scale: spec.scale,
             window: spec.window,
+            output_gate: spec.output_gate,
             cache: spec.shared_kv.unwrap_or(il),
         })
     }
@@ -143,12 +151,22 @@ impl Attention {
         grow(&mut s.k, n * kvd);
         grow(&mut s.v, n * kvd);
         grow(&mut s.attn, n * qd);
+        if self.output_gate {
+            grow(&mut s.gate, n * 2 * qd);
+            grow(&mut s.up, n * qd);
+        }
 
         // q, k and v quantize their shared input once and run as one parallel job.
         s.qin.invalidate();
+        // The q product lands in `gate` when it carries the gate (split below).
+        let q_out = match self.output_gate {
+            true => &mut s.gate[..n * 2 * qd],
+            false => &mut s.q[..n * qd],
+        };
         let Some((wk, wv)) = &self.kv else {
             // Keys and values are another layer's, already in the cache.
-            e.project(&mut s.qin, &self.q, n, &s.xb, &mut s.q);
+            e.project(&mut s.qin, &self.q, n, &s.xb, q_out);
+            self.split_gate(p);
             self.finish(p, rope);
             return;
         };
@@ -156,11 +174,13 @@ impl Attention {
             s.qin.prepare(e.pool, k, w, &s.xb[..n * d], n);
         }
         let mut qkv = [
-            Product { w: &self.q, act: s.qin.for_matrix(k, &self.q), out: &mut s.q[..n * qd] },
+            Product { w: &self.q, act: s.qin.for_matrix(k, &self.q), out: q_out },
             Product { w: wk, act: s.qin.for_matrix(k, wk), out: &mut s.k[..n * kvd] },
             Product { w: wv, act: s.qin.for_matrix(k, wv), out: &mut s.v[..n * kvd] },
         ];
         ops::matmul(e.pool, k, e.file, &mut qkv, n);
+        self.split_gate(p);
+        let s = &mut *p.s;
         let outs = [&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]];
         for (b, out) in self.bias.iter().zip(outs) {
             if let Some(b) = b {
@@ -179,6 +199,23 @@ impl Attention {
         }
         p.kv.store(self.cache, pos0, &s.k[..n * kvd], &s.v[..n * kvd]);
         self.finish(p, rope);
+    }
+
+    /// With an output gate: each token's q product (in `gate`: per head, queries then gate
+    /// values) split into the queries (`q`) and the gate values (`up`).
+    fn split_gate(&self, p: &mut Pass<'_>) {
+        if !self.output_gate {
+            return;
+        }
+        let (hd, qd, s) = (self.heads.head_dim, self.heads.q_dim(), &mut *p.s);
+        for t in 0..p.n {
+            let both = &s.gate[t * 2 * qd..(t + 1) * 2 * qd];
+            for (h, pair) in both.chunks_exact(2 * hd).enumerate() {
+                let at = t * qd + h * hd;
+                s.q[at..at + hd].copy_from_slice(&pair[..hd]);
+                s.up[at..at + hd].copy_from_slice(&pair[hd..]);
+            }
+        }
     }
 
     /// The queries' norm and rotation, attention over the cache, the output projection.
@@ -207,6 +244,11 @@ impl Attention {
             &mut s.attn[..n * qd],
             &mut s.attn_scratch,
         );
+        if self.output_gate {
+            for (o, &g) in s.attn[..n * qd].iter_mut().zip(&s.up[..n * qd]) {
+                *o *= 1.0 / (1.0 + (-g).exp());
+            }
+        }
         e.project(&mut s.qin, &self.output, n, &s.attn, &mut s.proj);
     }
 }

@@ -3,7 +3,9 @@
 //! (`x`), runs its blocks on the normalised copy (`xb`), and adds their outputs (`proj`) back.
 
 pub(crate) mod attention;
+pub(crate) mod deltanet;
 pub(crate) mod ffn;
+pub(crate) mod hybrid;
 pub(crate) mod norm;
 pub(crate) mod rope;
 pub(crate) mod shortconv;

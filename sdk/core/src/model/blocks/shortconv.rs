@@ -39,7 +39,7 @@ impl ShortConv {
             in_proj: Matrix::load(f, &name("in_proj"), d, 3 * d)?,
             taps: load_vector(f, &conv, kernel * d)?,
             out_proj: Matrix::load(f, &name("out_proj"), d, d)?,
-            shape: ConvShape { channels: d, kernel },
+            shape: ConvShape { channels: d, kernel, rule: None },
             cache: il,
         })
     }
