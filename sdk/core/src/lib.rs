@@ -26,29 +26,19 @@ pub mod tokenizer;
 pub mod tools;
 pub mod ui;
 
-// The engine's internals: public under the `lab` feature (the lab crate, benchmarks and
-// tests reach into them), crate-private otherwise. Items only those reach are unused in the
-// SDK's own build, hence the allowance.
-#[cfg(feature = "lab")]
-pub mod model;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_imports)]
-pub(crate) mod model;
-#[cfg(feature = "lab")]
-pub mod quant;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_imports)]
-pub(crate) mod quant;
-#[cfg(feature = "lab")]
-pub mod runtime;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_imports)]
-pub(crate) mod runtime;
-#[cfg(feature = "lab")]
-pub mod speculative;
-#[cfg(not(feature = "lab"))]
-#[allow(dead_code, unused_imports)]
-pub(crate) mod speculative;
+/// Declares the engine's internals: public under the `lab` feature (the lab crate, benchmarks
+/// and tests reach into them), crate-private otherwise. Items only those reach are unused in
+/// the SDK's own build, hence the allowance.
+macro_rules! internal_modules {
+    ($($name:ident),*) => {$(
+        #[cfg(feature = "lab")]
+        pub mod $name;
+        #[cfg(not(feature = "lab"))]
+        #[allow(dead_code, unused_imports)]
+        pub(crate) mod $name;
+    )*};
+}
+internal_modules!(model, quant, runtime, speculative);
 
 /// A function public under the `lab` feature and crate-private otherwise (see the modules
 /// above).

@@ -159,3 +159,17 @@ pub(crate) fn load_optional_vector(f: &GgufFile, name: &str, len: usize) -> Resu
         None => Ok(None),
     }
 }
+
+/// A depthwise convolution's weights `name`, stored `{kernel, channels}`: `kernel` taps per
+/// channel, channel-major (LFM2's `shortconv.conv`, Qwen3.5's `ssm_conv1d`).
+pub(crate) fn load_conv_taps(f: &GgufFile, name: &str, kernel: usize, channels: usize) -> Result<Vec<f32>> {
+    let t = f.tensor(name).ok_or_else(|| Error::MissingTensor(name.to_owned()))?;
+    if t.dims.first().copied() != Some(kernel as u64) {
+        return Err(Error::TensorShape {
+            name: name.to_owned(),
+            expected: vec![kernel as u64, channels as u64],
+            found: t.dims.clone(),
+        });
+    }
+    load_vector(f, name, kernel * channels)
+}

@@ -6,13 +6,13 @@
 //! (`ssm_norm`), gated by SiLU of `attn_gate`'s row and mapped back by `ssm_out`. The session's
 //! state keeps the convolution window and the rule's matrices. Reads `xb`, writes `proj`.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::super::hparams::Hparams;
 use super::super::ops::{self, Product};
 use super::super::scratch::grow;
 use super::super::state::{ConvShape, DeltaRule};
-use super::super::weights::{load_vector, Matrix};
+use super::super::weights::{load_conv_taps, load_vector, Matrix};
 use super::norm::RmsNorm;
 use super::Pass;
 
@@ -65,21 +65,12 @@ impl GatedDeltaNet {
         let rule = DeltaRule { v_heads, k_heads, dim };
         let channels = 2 * k_heads * dim + inner;
         let name = |s: &str| format!("blk.{il}.{s}");
-        let conv = name("ssm_conv1d.weight");
-        let t = f.tensor(&conv).ok_or_else(|| Error::MissingTensor(conv.clone()))?;
-        if t.dims.first().copied() != Some(kernel as u64) {
-            return Err(Error::TensorShape {
-                name: conv,
-                expected: vec![kernel as u64, channels as u64],
-                found: t.dims.clone(),
-            });
-        }
         Ok(GatedDeltaNet {
             qkv: Matrix::load(f, &name("attn_qkv.weight"), d, channels)?,
             z: Matrix::load(f, &name("attn_gate.weight"), d, inner)?,
             alpha: Matrix::load(f, &name("ssm_alpha.weight"), d, v_heads)?,
             beta: Matrix::load(f, &name("ssm_beta.weight"), d, v_heads)?,
-            taps: load_vector(f, &conv, kernel * channels)?,
+            taps: load_conv_taps(f, &name("ssm_conv1d.weight"), kernel, channels)?,
             dt_bias: load_vector(f, &name("ssm_dt.bias"), v_heads)?,
             a: load_vector(f, &name("ssm_a"), v_heads)?,
             norm: RmsNorm::load(f, &name("ssm_norm.weight"), dim, eps)?,

@@ -3,12 +3,12 @@
 //! `L` tokens (the session's state keeps the `L - 1` before the batch), C gates the result,
 //! and `out_proj` maps it back to the stream. Reads `xb`, writes `proj`.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::super::hparams::Hparams;
 use super::super::scratch::grow;
 use super::super::state::ConvShape;
-use super::super::weights::{load_vector, Matrix};
+use super::super::weights::{load_conv_taps, Matrix};
 use super::Pass;
 
 pub(crate) struct ShortConv {
@@ -26,18 +26,9 @@ impl ShortConv {
     pub fn load(h: &Hparams, il: usize, kernel: usize) -> Result<ShortConv> {
         let (f, d) = (h.f, h.config.n_embd);
         let name = |s: &str| format!("blk.{il}.shortconv.{s}.weight");
-        let conv = name("conv");
-        let t = f.tensor(&conv).ok_or_else(|| Error::MissingTensor(conv.clone()))?;
-        if t.dims.first().copied() != Some(kernel as u64) {
-            return Err(Error::TensorShape {
-                name: conv,
-                expected: vec![kernel as u64, d as u64],
-                found: t.dims.clone(),
-            });
-        }
         Ok(ShortConv {
             in_proj: Matrix::load(f, &name("in_proj"), d, 3 * d)?,
-            taps: load_vector(f, &conv, kernel * d)?,
+            taps: load_conv_taps(f, &name("conv"), kernel, d)?,
             out_proj: Matrix::load(f, &name("out_proj"), d, d)?,
             shape: ConvShape { channels: d, kernel, rule: None },
             cache: il,
