@@ -18,6 +18,10 @@ import kotlinx.coroutines.flow.*
  */
 val THREADS = 1u
 
+/** Greedy decoding (`SamplingOptions()` as it is): the reference answers are greedy, while a
+ * session given no sampling samples as the model recommends. */
+val greedy = SamplingOptions()
+
 /** Longest time from a cancellation to the end of the Rust generation. */
 val CANCEL_LIMIT = 200.milliseconds
 
@@ -90,7 +94,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
     engine.use {
         test("streamed text equals the Rust session's greedy answer") {
             for (case in cases) {
-                engine.newSession(SessionOptions(maxTokens = case.maxTokens)).use { session ->
+                engine.newSession(SessionOptions(sampling = greedy, maxTokens = case.maxTokens)).use { session ->
                     val events = session.stream(case.prompt).toList()
                     val text = events.filterIsInstance<TokenEvent.Token>().joinToString("") { it.text }
                     expect(text == case.expected) { "prompt '${case.prompt}': got '$text', want '${case.expected}'" }
@@ -107,7 +111,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
 
         test("pull-style next() gives the same answer") {
             val case = cases[0]
-            engine.newSession(SessionOptions(maxTokens = case.maxTokens)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = case.maxTokens)).use { session ->
                 session.send(case.prompt).use { stream ->
                     val text = StringBuilder()
                     var done: Stats? = null
@@ -126,7 +130,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("cancelling the collecting coroutine stops generation within $CANCEL_LIMIT") {
-            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 val firstToken = CompletableDeferred<Unit>()
                 val job = launch { session.stream("Tell me a very long story.").collect { firstToken.complete(Unit) } }
                 firstToken.await()
@@ -141,7 +145,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("cancelling a coroutine awaiting next() stops generation within $CANCEL_LIMIT") {
-            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 session.send("Count from one to one thousand.").use { stream ->
                     stream.next() // the first token: generation is decoding now
                     val job = launch { while (stream.next() != null) { /* keep pulling */ } }
@@ -155,7 +159,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("Session.cancel() ends the stream with Done(CANCELLED) within $CANCEL_LIMIT") {
-            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 var cancelledAt: TimeSource.Monotonic.ValueTimeMark? = null
                 var tokens = 0
                 val last = session.stream("Write a long poem.").onEach {
@@ -174,8 +178,8 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
 
         test("two sessions on one engine answer at the same time, each as if alone") {
             val (a, b) = cases[0] to cases[1]
-            engine.newSession(SessionOptions(maxTokens = a.maxTokens)).use { sa ->
-                engine.newSession(SessionOptions(maxTokens = b.maxTokens)).use { sb ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = a.maxTokens)).use { sa ->
+                engine.newSession(SessionOptions(sampling = greedy, maxTokens = b.maxTokens)).use { sb ->
                     val ra = async { sa.reply(a.prompt) }
                     val rb = async { sb.reply(b.prompt) }
                     val (textA, textB) = ra.await().text to rb.await().text
@@ -186,7 +190,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("a second send while answering is Busy; reset empties the context") {
-            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 session.send("Count to one hundred.").use { stream ->
                     expectThrows<TernException.Busy> { session.send("Hello") }
                     expectThrows<TernException.Busy> { session.reset() }
@@ -205,7 +209,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("setMessages rewinds the conversation; the question asked again comes from the cache") {
-            engine.newSession(SessionOptions(maxTokens = 24u)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 24u)).use { session ->
                 val first = session.reply("Name a color.")
                 val second = session.reply("Name another one.")
                 val conversation = session.messages()
@@ -230,7 +234,7 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("setMessages while answering is Busy and keeps the conversation") {
-            engine.newSession(SessionOptions(maxTokens = 2000u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 session.send("Count to one hundred.").use { stream ->
                     stream.next()
                     // The conversation as of the last finished answer: the question joins with its answer.
@@ -269,13 +273,13 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
         }
 
         test("invalid options raise InvalidOption") {
-            expectThrows<TernException.InvalidOption> { engine.newSession(SessionOptions(maxTokens = 0u)) }
+            expectThrows<TernException.InvalidOption> { engine.newSession(SessionOptions(sampling = greedy, maxTokens = 0u)) }
             expectThrows<TernException.InvalidOption> { Engine.load(model, EngineOptions(kernels = "no-such-isa")) }
         }
 
         test("inference never blocks the caller's thread") {
             // runBlocking runs on this one thread: the ticker only runs while next() is suspended.
-            engine.newSession(SessionOptions(maxTokens = 32u, ignoreEos = true)).use { session ->
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 32u, ignoreEos = true)).use { session ->
                 var ticks = 0
                 val ticker = launch { while (true) { ticks++; delay(1) } }
                 val reply = session.reply("Tell me about the sea.")
@@ -295,10 +299,9 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
 
         test("docs/android.md samples run") {
             loadModel(model).use { e ->
-                // SmolLM2-135M is no geographer, but it is deterministic: the 24-token answer
-                // computed in Rust starts this 64-token one.
+                // The snippet samples as the model recommends, so its answer varies from run to run.
                 val answer = askCapital(e)
-                expect(answer.startsWith(cases[0].expected)) { "answer '$answer'" }
+                expect(answer.isNotBlank()) { "answer '$answer'" }
             }
             // The suite's one-thread engine: see THREADS.
             engine.newSession().use { session ->

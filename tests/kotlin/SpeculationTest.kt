@@ -16,7 +16,7 @@ private const val SUMMARY = "Summarise in two sentences: The town library will c
 private val ALWAYS = Speculation.Limits(DraftLimits(maxDraftTokens = 16u, maxDepth = 12u, adaptive = false))
 
 private suspend fun answer(engine: Engine, speculation: SpeculationOptions, prompt: String): Reply =
-    engine.newSession(SessionOptions(maxTokens = 48u, speculation = speculation)).use { it.reply(prompt) }
+    engine.newSession(SessionOptions(sampling = greedy, maxTokens = 48u, speculation = speculation)).use { it.reply(prompt) }
 
 internal suspend fun CoroutineScope.speculationTests(engine: Engine) {
     test("speculation keeps the greedy answer of a summary and accepts drafts") {
@@ -45,7 +45,7 @@ internal suspend fun CoroutineScope.speculationTests(engine: Engine) {
     test("bad speculation options raise InvalidOption") {
         val none = Speculation.Limits(DraftLimits(maxDraftTokens = 0u))
         expectThrows<TernException.InvalidOption> {
-            engine.newSession(SessionOptions(speculation = SpeculationOptions(mode = none)))
+            engine.newSession(SessionOptions(sampling = greedy, speculation = SpeculationOptions(mode = none)))
         }
         val dir = kotlin.io.path.createTempDirectory("tern-history").toFile()
         try {

@@ -28,7 +28,7 @@ val WEATHER_TOOL by lazy {
 
 internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     test("a JSON Schema answer streams as it grows and parses to the schema") {
-        engine.newSession(SessionOptions(maxTokens = 64u)).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 64u)).use { session ->
             session.setGrammar(Grammar.JsonSchema(TRIP_SCHEMA))
             val pieces = session.stream("Plan a trip to Lyon.").textPieces().toList()
             val text = pieces.joinToString("")
@@ -48,7 +48,7 @@ internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     }
 
     test("a regex grammar holds the answer to it") {
-        engine.newSession(SessionOptions(maxTokens = 16u)).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 16u)).use { session ->
             session.setGrammar(Grammar.Regex("(yes|no)"))
             val text = session.reply("Is Paris in France? Answer yes or no.").text
             expect(text == "yes" || text == "no") { "answer '$text'" }
@@ -56,7 +56,7 @@ internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     }
 
     test("a schema the library cannot use raises Grammar before generating; the session still works") {
-        engine.newSession(SessionOptions(maxTokens = 8u)).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u)).use { session ->
             expectThrows<TernException.Grammar> { session.setGrammar(Grammar.JsonSchema("""{"type": "no-such-type"}""")) }
             expectThrows<TernException.Grammar> { session.setGrammar(Grammar.Lark("start: (")) }
             expect(session.tokenCount() == 0u) { "something was generated" }
@@ -65,7 +65,7 @@ internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     }
 
     test("a required tool call arrives as a typed event, and the tool's result is answered") {
-        engine.newSession(SessionOptions(maxTokens = 64u)).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 64u)).use { session ->
             session.setTools(listOf(WEATHER_TOOL), ToolChoice.REQUIRED)
             val events = session.stream("What is the weather in Paris?").toList()
             val call = events.filterIsInstance<TokenEvent.ToolCall>().singleOrNull()?.call
@@ -93,7 +93,7 @@ internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
 
     test("a UI action names an element of its screen") {
         val screen = screenFromJson(MESSAGES_SCREEN)
-        engine.newSession(SessionOptions(maxTokens = 96u, systemPrompt = uiSystemPrompt())).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 96u, systemPrompt = uiSystemPrompt())).use { session ->
             val action = session.nextAction(screen, "Reply to Alice's message")
             validateUiAction(screen, action)
             val ids = screen.elements.map { it.id }
@@ -116,7 +116,7 @@ internal suspend fun CoroutineScope.structuredTests(engine: Engine) {
     }
 
     test("cancelling the coroutine awaiting a UI action stops its generation") {
-        engine.newSession(SessionOptions(maxTokens = 96u, systemPrompt = uiSystemPrompt())).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 96u, systemPrompt = uiSystemPrompt())).use { session ->
             val job = async { session.nextAction(screenFromJson(MESSAGES_SCREEN), "Reply to Alice's message") }
             while (!session.isBusy()) delay(1)
             delay(20)
@@ -296,7 +296,7 @@ internal suspend fun CoroutineScope.energyTests(model: String) {
                 val missing = EnergyMode.Custom(prefill = CoreSelection.Cores(listOf(99999u)), decode = CoreSelection.Threads(1u))
                 expectThrows<TernException.InvalidOption> { engine.setEnergyMode(missing) }
                 expect(engine.energyStatus().mode == custom) { "a refused mode changed it: ${engine.energyStatus().mode}" }
-                val stats = engine.newSession(SessionOptions(maxTokens = 8u, ignoreEos = true)).use { it.reply("Hello").stats }
+                val stats = engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u, ignoreEos = true)).use { it.reply("Hello").stats }
                 val decode = stats.energy.decode
                 expect(decode.selection == CoreSelection.Threads(1u)) { "decoded on ${decode.selection}" }
                 expect((decode.joulesPerToken ?: 0.0) > 0.0 && (decode.cpuMsPerToken ?: 0.0) > 0.0) { "decode energy $decode" }
@@ -313,7 +313,7 @@ internal suspend fun CoroutineScope.energyTests(model: String) {
                 expect(engine.energyTuning() == t) { "not kept" }
                 val status = engine.energyStatus()
                 expect(status.tuned && status.decode == t.balanced.selection) { "status $status" }
-                val stats = engine.newSession(SessionOptions(maxTokens = 8u, ignoreEos = true)).use { it.reply("Hello").stats }
+                val stats = engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u, ignoreEos = true)).use { it.reply("Hello").stats }
                 expect(stats.energy.decode.selection == t.balanced.selection) { "decoded on ${stats.energy.decode.selection}" }
                 t
             }
@@ -336,7 +336,7 @@ internal suspend fun CoroutineScope.docSampleTests(engine: Engine, model: String
     test("docs/android.md structured output samples run") {
         val trip = Json.parse(planTrip(engine)) as? Map<*, *>
         expect(trip?.keys == setOf("city", "days")) { "trip $trip" }
-        engine.newSession(SessionOptions(maxTokens = 64u)).use { session ->
+        engine.newSession(SessionOptions(sampling = greedy, maxTokens = 64u)).use { session ->
             askWithTools(session, "What is the weather in Paris?") { call ->
                 expect(call.name == "get_weather") { "called ${call.name}" }
                 """{"temperature_c": 18}"""

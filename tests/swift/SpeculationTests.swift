@@ -15,7 +15,7 @@ private let summary = "Summarise in two sentences: The town library will close f
 private let always = Speculation.limits(limits: DraftLimits(maxDraftTokens: 16, maxDepth: 12, adaptive: false))
 
 private func answer(_ engine: Engine, _ speculation: SpeculationOptions, _ prompt: String) async throws -> Reply {
-    let session = try engine.newSession(options: SessionOptions(maxTokens: 48, speculation: speculation))
+    let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 48, speculation: speculation))
     return try await session.reply(prompt)
 }
 
@@ -56,7 +56,7 @@ extension Suite {
 
         await test("bad speculation options raise InvalidOption") {
             let none = SpeculationOptions(mode: .limits(limits: DraftLimits(maxDraftTokens: 0)))
-            try await expectThrows("maxDraftTokens 0", { try engine.newSession(options: SessionOptions(speculation: none)) }) {
+            try await expectThrows("maxDraftTokens 0", { try engine.newSession(options: SessionOptions(sampling: greedy, speculation: none)) }) {
                 if case .InvalidOption? = ternError($0) { return true }
                 return false
             }

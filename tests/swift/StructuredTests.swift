@@ -38,7 +38,7 @@ func ternError(_ error: Error) -> TernError? {
 extension Suite {
     func structuredTests(engine: Engine) async {
         await test("a JSON Schema answer streams as it grows and parses to the schema") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 64))
             try await session.setGrammar(grammar: .jsonSchema(schema: tripSchema))
             var pieces: [String] = []
             for try await piece in session.stream("Plan a trip to Lyon.").textPieces { pieces.append(piece) }
@@ -57,7 +57,7 @@ extension Suite {
         }
 
         await test("a schema the library cannot use throws Grammar before generating") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 8))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 8))
             try await expectThrows("schema", { try await session.setGrammar(grammar: .jsonSchema(schema: #"{"type": "no-such-type"}"#)) }) {
                 if case .Grammar? = ternError($0) { return true }
                 return false
@@ -67,7 +67,7 @@ extension Suite {
         }
 
         await test("a required tool call arrives as .toolCall, and the tool's result is answered") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 64))
             try await session.setTools(tools: [weatherTool], choice: .required)
             var events: [TokenEvent] = []
             for try await event in session.stream("What is the weather in Paris?") { events.append(event) }
@@ -84,7 +84,7 @@ extension Suite {
 
         await test("a UI action names an element of its screen") {
             let screen = try screenFromJson(json: messagesScreen)
-            let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), maxTokens: 96))
+            let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), sampling: greedy, maxTokens: 96))
             let action = try await session.action(on: screen, goal: "Reply to Alice's message")
             try validateUiAction(screen: screen, action: action)
             let ids = screen.elements.map(\.id)
@@ -104,7 +104,7 @@ extension Suite {
 
         await test("cancelling the Task awaiting a UI action stops its generation") {
             let screen = try screenFromJson(json: messagesScreen)
-            let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), maxTokens: 96))
+            let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), sampling: greedy, maxTokens: 96))
             let task = Task { try await session.action(on: screen, goal: "Reply to Alice's message") }
             while !session.isBusy() { try await Task.sleep(for: .milliseconds(1)) }
             try await Task.sleep(for: .milliseconds(20))
@@ -123,7 +123,7 @@ extension Suite {
         await test("docs/ios.md structured output samples run") {
             let trip = try jsonObject(try await planTrip(engine: engine))
             try expect(Set(trip.keys) == ["city", "days"], "trip \(trip)")
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 64))
             _ = try await askWithTools(session: session, question: "What is the weather in Paris?") { _ in
                 #"{"temperature_c": 18}"#
             }
@@ -261,7 +261,7 @@ extension Suite {
                 return false
             }
             try expect(engine.energyStatus().mode == .custom(prefill: .threads(count: 1), decode: .threads(count: 1)), "a refused mode changed it: \(engine.energyStatus().mode)")
-            let stats = try await engine.newSession(options: SessionOptions(maxTokens: 8, ignoreEos: true)).reply("Hello").stats
+            let stats = try await engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 8, ignoreEos: true)).reply("Hello").stats
             try expect(stats.energy.decode.selection == .threads(count: 1), "decoded on \(String(describing: stats.energy.decode.selection))")
             try expect((stats.energy.decode.joulesPerToken ?? 0) > 0, "decode energy \(stats.energy.decode)")
         }

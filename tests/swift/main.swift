@@ -11,6 +11,10 @@ import Tern
 /// the bindings, and a single thread keeps decoding steps short on a busy machine.
 let threads: UInt32 = 1
 
+/// Greedy decoding (`SamplingOptions()` as it is): the reference answers are greedy, while a
+/// session given no sampling samples as the model recommends.
+let greedy = SamplingOptions()
+
 /// Longest time from a cancellation to the end of the Rust generation.
 let cancelLimit = Duration.milliseconds(200)
 
@@ -110,7 +114,7 @@ final class Suite {
 
         await test("streamed text equals the Rust session's greedy answer") {
             for c in cases {
-                let session = try engine.newSession(options: SessionOptions(maxTokens: c.maxTokens))
+                let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: c.maxTokens))
                 var events: [TokenEvent] = []
                 for try await event in session.stream(c.prompt) { events.append(event) }
                 var text = ""
@@ -131,7 +135,7 @@ final class Suite {
 
         await test("pull-style nextEvent() gives the same answer") {
             let c = cases[0]
-            let session = try engine.newSession(options: SessionOptions(maxTokens: c.maxTokens))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: c.maxTokens))
             let tokens = try session.send(text: c.prompt)
             var text = ""
             var done: Stats?
@@ -148,7 +152,7 @@ final class Suite {
         }
 
         await test("cancelling the consuming Task stops generation within 200 ms") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let firstToken = AsyncStream<Void>.makeStream()
             let consumer = Task {
                 for try await _ in session.stream("Tell me a very long story.") { firstToken.continuation.yield() }
@@ -164,7 +168,7 @@ final class Suite {
         }
 
         await test("cancelling a Task awaiting nextEvent() stops generation within 200 ms") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let tokens = try session.send(text: "Count from one to one thousand.")
             _ = try await tokens.nextEvent() // the first token: generation is decoding now
             let puller = Task {
@@ -178,7 +182,7 @@ final class Suite {
         }
 
         await test("Session.cancel() ends the stream with done(cancelled) within 200 ms") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let clock = ContinuousClock()
             var cancelledAt: ContinuousClock.Instant?
             var last: TokenEvent?
@@ -207,8 +211,8 @@ final class Suite {
 
         await test("two sessions on one engine answer at the same time, each as if alone") {
             let (a, b) = (cases[0], cases[1])
-            let sa = try engine.newSession(options: SessionOptions(maxTokens: a.maxTokens))
-            let sb = try engine.newSession(options: SessionOptions(maxTokens: b.maxTokens))
+            let sa = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: a.maxTokens))
+            let sb = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: b.maxTokens))
             async let ra = sa.reply(a.prompt)
             async let rb = sb.reply(b.prompt)
             let (replyA, replyB) = try await (ra, rb)
@@ -217,7 +221,7 @@ final class Suite {
         }
 
         await test("a second send while answering is Busy; reset empties the context") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let tokens = try session.send(text: "Count to one hundred.")
             try expectBusy { _ = try session.send(text: "Hello") }
             try expectBusy { try session.reset() }
@@ -234,7 +238,7 @@ final class Suite {
         }
 
         await test("setMessages rewinds the conversation; the question asked again comes from the cache") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 24))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 24))
             let first = try await session.reply("Name a color.")
             let second = try await session.reply("Name another one.")
             let conversation = session.messages()
@@ -261,7 +265,7 @@ final class Suite {
         }
 
         await test("setMessages while answering is Busy and keeps the conversation") {
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 2000, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let tokens = try session.send(text: "Count to one hundred.")
             _ = try await tokens.nextEvent()
             // The conversation as of the last finished answer: the question joins with its answer.
@@ -306,7 +310,7 @@ final class Suite {
         }
 
         await test("invalid options raise InvalidOption") {
-            try await expectThrows("maxTokens 0", { try engine.newSession(options: SessionOptions(maxTokens: 0)) }) {
+            try await expectThrows("maxTokens 0", { try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 0)) }) {
                 if case TernError.InvalidOption = $0 { return true }
                 return false
             }
@@ -318,7 +322,7 @@ final class Suite {
 
         await test("awaiting an answer never blocks the caller's thread") {
             // This suite runs on the main actor: the ticker only runs while the answer is awaited.
-            let session = try engine.newSession(options: SessionOptions(maxTokens: 32, ignoreEos: true))
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 32, ignoreEos: true))
             var ticks = 0
             let ticker = Task { @MainActor in
                 while !Task.isCancelled {
@@ -341,10 +345,9 @@ final class Suite {
 
         await test("docs/ios.md samples run") {
             let e = try await loadModel(path: model)
-            // SmolLM2-135M is no geographer, but it is deterministic: the 24-token answer
-            // computed in Rust starts this 64-token one.
+            // The snippet samples as the model recommends, so its answer varies from run to run.
             let answer = try await askCapital(engine: e)
-            try expect(answer.hasPrefix(cases[0].expected), "answer '\(answer)'")
+            try expect(!answer.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "answer '\(answer)'")
             // The suite's one-thread engine: see `threads`.
             let session = try engine.newSession()
             let pieces = Collected<String>()

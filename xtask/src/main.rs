@@ -27,12 +27,16 @@ tasks:
   suite NAME                 one of those suites alone (tests/<name>/run.sh)
   snippets                   rewrite the code in docs/android.md and docs/ios.md from the
                              samples the suites compile
-  demo [--prompt TEXT]       fetch the default model and stream a chat answer
+  demo [--prompt TEXT] [--model NAME]
+                             fetch a model (default: qwen2.5) and stream a chat answer
   ci                         print the machine's facts, then `test`
 
 The model cache is $TERN_MODEL_DIR (default ~/.cache/tern/models).";
 
 const DEFAULT_PROMPT: &str = "What is the capital of France?";
+/// The demo's model: the smallest of the test models that answers a plain question right when
+/// it samples (SmolLM2-135M, the default for tests, often does not).
+const DEMO_MODEL: &str = "qwen2.5";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -137,18 +141,27 @@ fn test_cmd(ci: bool) -> Result<(), TaskError> {
 }
 
 fn demo_cmd(args: &[String]) -> Result<(), TaskError> {
-    let mut prompt = DEFAULT_PROMPT.to_owned();
+    let (mut prompt, mut name) = (DEFAULT_PROMPT.to_owned(), DEMO_MODEL);
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "--prompt" => prompt = it.next().ok_or_else(|| TaskError::Usage("--prompt needs a value".into()))?.clone(),
-            s => match s.strip_prefix("--prompt=") {
-                Some(p) => prompt = p.to_owned(),
-                None => return Err(TaskError::Usage(format!("unknown argument `{s}`"))),
-            },
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_owned())),
+            None => (a.as_str(), None),
+        };
+        let value = match inline {
+            Some(v) => v,
+            None if matches!(flag, "--prompt" | "--model") => {
+                it.next().cloned().ok_or_else(|| TaskError::Usage(format!("{flag} needs a value")))?
+            }
+            None => String::new(),
+        };
+        match flag {
+            "--prompt" => prompt = value,
+            "--model" => name = models::by_name(&value)?.name,
+            s => return Err(TaskError::Usage(format!("unknown argument `{s}`"))),
         }
     }
-    let spec = models::default_model();
+    let spec = models::by_name(name)?;
     models::ensure(&[spec])?;
     let model_dir = models::model_dir()?;
     let model: PathBuf = model_dir.join(spec.file);

@@ -30,7 +30,11 @@ fn run(model: &str, prompts: &str, out: &str) -> Result<(), Box<dyn std::error::
     let cases = text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#'));
     for (n, line) in cases.enumerate() {
         let (max_tokens, prompt) = line.split_once('\t').ok_or("a prompt line is `max_tokens<TAB>prompt`")?;
-        let opts = tern::SessionOptions { max_tokens: max_tokens.parse()?, ..Default::default() };
+        let opts = tern::SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
+            max_tokens: max_tokens.parse()?,
+            ..Default::default()
+        };
         let mut session = tern::Session::new(engine.clone(), opts)?;
         let mut answer = String::new();
         for event in session.send(prompt)? {

@@ -63,7 +63,8 @@ impl From<EngineOptions> for tern::EngineOptions {
     }
 }
 
-/// How the next token is chosen. The defaults are greedy decoding (temperature 0).
+/// How the next token is chosen. The defaults are greedy decoding (temperature 0); a session
+/// given none samples as the model recommends (`ModelInfo.sampling`).
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct SamplingOptions {
     /// Softmax temperature; 0 = greedy.
@@ -128,8 +129,10 @@ pub struct SessionOptions {
     /// System message placed before the conversation (the template's default if none).
     #[uniffi(default = None)]
     pub system_prompt: Option<String>,
-    #[uniffi(default)]
-    pub sampling: SamplingOptions,
+    /// How tokens are chosen; none = as the model recommends (`ModelInfo.sampling`). Greedy
+    /// (`SamplingOptions()` as it is, temperature 0) gives reproducible answers.
+    #[uniffi(default = None)]
+    pub sampling: Option<SamplingOptions>,
     /// Most tokens one answer may have.
     #[uniffi(default = 512)]
     pub max_tokens: u32,
@@ -161,7 +164,7 @@ impl From<tern::SessionOptions> for SessionOptions {
     fn from(o: tern::SessionOptions) -> Self {
         SessionOptions {
             system_prompt: o.system_prompt,
-            sampling: o.sampling.into(),
+            sampling: o.sampling.map(Into::into),
             max_tokens: o.max_tokens as u32,
             stop: o.stop,
             context_length: o.context_length.map(|n| n as u32),
@@ -176,7 +179,7 @@ impl From<SessionOptions> for tern::SessionOptions {
     fn from(o: SessionOptions) -> Self {
         tern::SessionOptions {
             system_prompt: o.system_prompt,
-            sampling: o.sampling.into(),
+            sampling: o.sampling.map(Into::into),
             max_tokens: o.max_tokens as usize,
             stop: o.stop,
             context_length: o.context_length.map(|n| n as usize),
@@ -322,6 +325,9 @@ pub struct ModelInfo {
     pub kernels: String,
     pub threads: u32,
     pub load_ms: f64,
+    /// How the model's makers recommend sampling it (from the file), or general-purpose
+    /// sampling: what sessions given no sampling options use.
+    pub sampling: SamplingOptions,
 }
 
 impl From<&tern::ModelInfo> for ModelInfo {
@@ -337,6 +343,7 @@ impl From<&tern::ModelInfo> for ModelInfo {
             kernels: i.kernels.to_owned(),
             threads: i.threads as u32,
             load_ms: i.load_ms,
+            sampling: i.sampling.clone().into(),
         }
     }
 }

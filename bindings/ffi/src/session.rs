@@ -431,7 +431,12 @@ mod tests {
     fn a_cancel_as_an_answer_ends_does_not_reach_the_next() {
         let engine = tern::Engine::load(model(), tern::EngineOptions { threads: Some(1), ..Default::default() })
             .expect("the SmolLM2 model (cargo xtask models)");
-        let opts = tern::SessionOptions { max_tokens: 3, ignore_eos: true, ..Default::default() };
+        let opts = tern::SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
+            max_tokens: 3,
+            ignore_eos: true,
+            ..Default::default()
+        };
         let mut session = tern::Session::new(engine, opts).unwrap();
         let snapshot = Mutex::new(Snapshot::default());
         let first = Control::new(session.cancel_handle());

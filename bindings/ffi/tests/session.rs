@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use pollster::block_on;
 use tern_ffi::{
     ConversationMessage, DraftLimits, Engine, EngineOptions, FinishReason, HistoryOptions, HistoryScope, HistoryStore,
-    MessageRole, Session, SessionOptions, Speculation, SpeculationOptions, Stats, TernError, TokenEvent, TokenStream,
+    MessageRole, SamplingOptions, Session, SessionOptions, Speculation, SpeculationOptions, Stats, TernError,
+    TokenEvent, TokenStream,
 };
 
 fn model() -> String {
@@ -31,7 +32,14 @@ fn engine() -> Arc<Engine> {
 }
 
 fn long_session() -> Arc<Session> {
-    engine().new_session(SessionOptions { max_tokens: 2000, ignore_eos: true, ..Default::default() }).unwrap()
+    engine()
+        .new_session(SessionOptions {
+            sampling: Some(SamplingOptions::default()),
+            max_tokens: 2000,
+            ignore_eos: true,
+            ..Default::default()
+        })
+        .unwrap()
 }
 
 /// A session in the middle of a long answer: its first token has come.
@@ -57,7 +65,7 @@ fn finish_reason(session: &Session) -> Option<FinishReason> {
 
 #[test]
 fn stream_matches_the_sdk_session() {
-    let opts = SessionOptions { max_tokens: 12, ..Default::default() };
+    let opts = SessionOptions { sampling: Some(SamplingOptions::default()), max_tokens: 12, ..Default::default() };
     let session = engine().new_session(opts.clone()).unwrap();
     let stream = session.send("What is the capital of France?".into()).unwrap();
     let mut text = String::new();
@@ -94,7 +102,14 @@ fn answer(session: &Session, text: &str) -> (String, Stats) {
 }
 
 fn speculating(speculation: SpeculationOptions) -> Arc<Session> {
-    engine().new_session(SessionOptions { max_tokens: 48, speculation, ..Default::default() }).unwrap()
+    engine()
+        .new_session(SessionOptions {
+            sampling: Some(SamplingOptions::default()),
+            max_tokens: 48,
+            speculation,
+            ..Default::default()
+        })
+        .unwrap()
 }
 
 const SUMMARY: &str = "Summarise in two sentences: The town library will close for renovation from 3 March to \
@@ -197,8 +212,14 @@ fn session_cancel_ends_the_stream_with_done() {
 
 #[test]
 fn a_cancel_of_an_old_stream_leaves_the_next_answer_alone() {
-    let session =
-        engine().new_session(SessionOptions { max_tokens: 4, ignore_eos: true, ..Default::default() }).unwrap();
+    let session = engine()
+        .new_session(SessionOptions {
+            sampling: Some(SamplingOptions::default()),
+            max_tokens: 4,
+            ignore_eos: true,
+            ..Default::default()
+        })
+        .unwrap();
     let first = session.send("Hi".into()).unwrap();
     while block_on(first.next()).unwrap().is_some() {}
     until_idle(&session);
@@ -225,7 +246,13 @@ fn a_busy_session_refuses_instead_of_waiting() {
 
 #[test]
 fn set_messages_rewinds_and_the_cache_keeps_the_prefix() {
-    let session = engine().new_session(SessionOptions { max_tokens: 12, ..Default::default() }).unwrap();
+    let session = engine()
+        .new_session(SessionOptions {
+            sampling: Some(SamplingOptions::default()),
+            max_tokens: 12,
+            ..Default::default()
+        })
+        .unwrap();
     let (first, _) = answer(&session, "Name a color.");
     let (second, stats) = answer(&session, "Name another one.");
     let message = |role, content: &str| ConversationMessage { role, content: content.into() };

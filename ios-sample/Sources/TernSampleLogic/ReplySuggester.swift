@@ -111,8 +111,10 @@ public struct ReplySuggester: Sendable {
     private func suggest(thread: ContactThread, incoming: String, mode: Speculation) async throws -> ReplySuggestion {
         // A suggestion is not sent yet: only what the user sends joins the history (remember).
         let scope = history.map { HistoryScope(store: $0, key: thread.contact.key, recordAnswers: false) }
+        // Greedy (`SamplingOptions()`): the suggestion is the model's most likely reply, so the
+        // comparison with speculation shows the same text at two speeds.
         let options = SessionOptions(
-            systemPrompt: systemPrompt(), maxTokens: maxTokens, speculation: SpeculationOptions(mode: mode, history: scope))
+            systemPrompt: systemPrompt(), sampling: SamplingOptions(), maxTokens: maxTokens, speculation: SpeculationOptions(mode: mode, history: scope))
         let session = try engine.newSession(options: options)
         var text = ""
         var stats: Stats?

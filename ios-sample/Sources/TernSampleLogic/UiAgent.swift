@@ -70,7 +70,8 @@ public final class UiAgent: Sendable {
     }
 
     private static func newSession(_ engine: Engine, _ maxTokens: UInt32) throws -> Session {
-        try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), maxTokens: maxTokens))
+        // Greedy: the most likely action, the same one each time for the same screen and goal.
+        try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), sampling: SamplingOptions(), maxTokens: maxTokens))
     }
 
     /// Forgets earlier steps: call it before a goal unrelated to the last one.

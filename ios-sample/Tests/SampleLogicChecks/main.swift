@@ -66,7 +66,7 @@ do {
 
 await test("chat streams the answer into its state, with the engine's figures at the end") {
     let question = "What is the capital of France?"
-    let plain = try await engine.newSession(options: SessionOptions(maxTokens: 24)).reply(question).text
+    let plain = try await engine.newSession(options: SessionOptions(sampling: SamplingOptions(), maxTokens: 24)).reply(question).text
     let chat = try ChatViewModel(engine: engine, settings: greedy)
     try expect(chat.send(question), "send refused")
     var partials: [String] = []

@@ -51,8 +51,8 @@ pub struct RuntimeArgs {
     /// Worker threads [default: chosen by the engine]
     #[arg(long, short = 't', value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub threads: Option<u64>,
-    /// Context length in tokens [default: the model's]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Context length in tokens [default: the model's, at most 4096]
+    #[arg(long, short = 'c', visible_alias = "ctx-size", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub ctx: Option<u64>,
 }
 
@@ -65,11 +65,15 @@ impl RuntimeArgs {
     }
 }
 
-/// Sampling flags; any flag left out keeps the engine's default (greedy).
+/// Sampling flags over the model's recommended sampling (`tern info` shows it); `--greedy`
+/// always takes the most likely token.
 #[derive(Args, Debug, Clone, Default)]
 pub struct SamplingArgs {
+    /// Always the most likely token (reproducible answers, benchmarks)
+    #[arg(long, conflicts_with_all = ["temperature", "top_k", "top_p", "min_p"])]
+    pub greedy: bool,
     /// Sampling temperature; 0 is greedy
-    #[arg(long, value_name = "T")]
+    #[arg(long, visible_alias = "temp", value_name = "T")]
     pub temperature: Option<f32>,
     /// Keep only the K most likely tokens (0 = off)
     #[arg(long, value_name = "K")]
@@ -87,34 +91,22 @@ pub struct SamplingArgs {
     #[arg(long, value_name = "N")]
     pub repeat_last_n: Option<usize>,
     /// Random seed, for reproducible sampling
-    #[arg(long, value_name = "S")]
+    #[arg(long, short = 's', value_name = "S")]
     pub seed: Option<u64>,
 }
 
 impl SamplingArgs {
-    pub fn options(&self) -> SamplingOptions {
-        let mut s = SamplingOptions::default();
-        if let Some(v) = self.temperature {
-            s.temperature = v;
-        }
-        if let Some(v) = self.top_k {
-            s.top_k = v;
-        }
-        if let Some(v) = self.top_p {
-            s.top_p = v;
-        }
-        if let Some(v) = self.min_p {
-            s.min_p = v;
-        }
-        if let Some(v) = self.repeat_penalty {
-            s.repetition_penalty = v;
-        }
-        if let Some(v) = self.repeat_last_n {
-            s.repeat_last_n = v;
-        }
-        if self.seed.is_some() {
-            s.seed = self.seed;
-        }
+    /// The options these flags give over the model's recommendation.
+    pub fn options(&self, recommended: &SamplingOptions) -> SamplingOptions {
+        let mut s = if self.greedy { SamplingOptions::greedy() } else { recommended.clone() };
+        let set = |dst: &mut f32, v: Option<f32>| v.into_iter().for_each(|v| *dst = v);
+        set(&mut s.temperature, self.temperature);
+        set(&mut s.top_p, self.top_p);
+        set(&mut s.min_p, self.min_p);
+        set(&mut s.repetition_penalty, self.repeat_penalty);
+        s.top_k = self.top_k.unwrap_or(s.top_k);
+        s.repeat_last_n = self.repeat_last_n.unwrap_or(s.repeat_last_n);
+        s.seed = self.seed.or(s.seed);
         s
     }
 }
@@ -133,6 +125,11 @@ pub fn load(model: &ModelArgs, threads: Option<usize>, context_length: Option<us
 pub fn load_with(model: &ModelArgs, opts: EngineOptions) -> Result<Loaded> {
     let path = model.path()?;
     let start = Instant::now();
-    let engine = Engine::load(&path, opts)?;
-    Ok(Loaded { engine, path, load_time: start.elapsed() })
+    // A spinner on a terminal (indicatif draws nothing when stderr is not one).
+    let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let spinner = indicatif::ProgressBar::new_spinner().with_message(format!("loading {name}"));
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    let engine = Engine::load(&path, opts);
+    spinner.finish_and_clear();
+    Ok(Loaded { engine: engine?, path, load_time: start.elapsed() })
 }

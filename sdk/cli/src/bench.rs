@@ -122,6 +122,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Session::new(
             engine.clone(),
             SessionOptions {
+                sampling: Some(tern::SamplingOptions::greedy()),
                 max_tokens,
                 ignore_eos: true,
                 context_length: Some(ctx),

@@ -345,7 +345,13 @@ pub fn conversation(case: &Case) -> Result<(Option<String>, Vec<Message>, String
 
 fn session(engine: &Arc<Engine>, case: &Case, speculation: SpeculationOptions) -> Result<(Session, String)> {
     let (system_prompt, earlier, user) = conversation(case)?;
-    let opts = SessionOptions { system_prompt, max_tokens: case.max_new_tokens, speculation, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        system_prompt,
+        max_tokens: case.max_new_tokens,
+        speculation,
+        ..Default::default()
+    };
     let mut s = Session::new(engine.clone(), opts)?;
     s.set_messages(earlier);
     Ok((s, user))

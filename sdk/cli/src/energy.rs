@@ -208,6 +208,7 @@ fn print_here(r: &HereReport, json: bool) -> Result<()> {
 /// One generation of `n` tokens (end of generation ignored) from a short prompt.
 fn generate(engine: &std::sync::Arc<Engine>, n: usize) -> Result<Stats> {
     let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
         max_tokens: n,
         ignore_eos: true,
         speculation: SpeculationOptions::off(),

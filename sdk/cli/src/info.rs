@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use clap::Args;
 use tern::gguf::GgufFile;
+use tern::SamplingOptions;
 
 use crate::args::{load, ModelArgs};
 use crate::error::Result;
@@ -13,6 +14,15 @@ use crate::output::{mib, Stdout};
 pub struct InfoArgs {
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// The sampling sessions get by default, and where it comes from.
+fn sampling_line(s: &SamplingOptions, from_file: bool) -> String {
+    let source = if from_file { "the model's recommendation" } else { "general purpose: the file recommends none" };
+    format!(
+        "temperature {} top-k {} top-p {} min-p {} repeat penalty {} ({source})",
+        s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty
+    )
 }
 
 pub fn run(a: InfoArgs) -> Result<()> {
@@ -33,6 +43,10 @@ pub fn run(a: InfoArgs) -> Result<()> {
                 ("context", format!("{} (trained for {})", info.context_length, info.train_context_length)),
                 ("vocabulary", info.vocab_size.to_string()),
                 ("kernels", format!("{} on {} threads", info.kernels, info.threads)),
+                (
+                    "sampling",
+                    sampling_line(&info.sampling, file.metadata().keys().any(|k| k.starts_with("general.sampling."))),
+                ),
                 ("load time", format!("{} ms", l.load_time.as_millis())),
             ]);
         }

@@ -28,12 +28,18 @@ pub struct RunArgs {
     /// Continue the prompt as plain text, without the chat template
     #[arg(long)]
     pub raw: bool,
-    /// The answer must match this JSON Schema (a file)
+    /// The answer must match this JSON Schema (given inline)
+    #[arg(long, short = 'j', value_name = "SCHEMA", group = "grammar_source")]
+    pub json_schema: Option<String>,
+    /// The answer must match the JSON Schema in this file
     #[arg(long, value_name = "FILE", group = "grammar_source")]
-    pub json_schema: Option<PathBuf>,
-    /// The answer must match this Lark grammar (a file, llguidance syntax)
+    pub json_schema_file: Option<PathBuf>,
+    /// The answer must match this Lark grammar (given inline, llguidance syntax)
+    #[arg(long, value_name = "GRAMMAR", group = "grammar_source")]
+    pub grammar: Option<String>,
+    /// The answer must match the Lark grammar in this file
     #[arg(long, value_name = "FILE", group = "grammar_source")]
-    pub grammar: Option<PathBuf>,
+    pub grammar_file: Option<PathBuf>,
     /// The answer must match this regular expression
     #[arg(long, value_name = "REGEX", group = "grammar_source")]
     pub regex: Option<String>,
@@ -44,16 +50,23 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The grammar the options ask for, read from its file.
+    /// The grammar the options ask for (read from its file where it is given as one).
     fn grammar(&self) -> Result<Option<Grammar>> {
         let read =
             |p: &PathBuf| std::fs::read_to_string(p).map_err(|e| CliError::Usage(format!("{}: {e}", p.display())));
-        Ok(match (&self.json_schema, &self.grammar, &self.regex) {
-            (Some(p), _, _) => Some(Grammar::JsonSchema(read(p)?)),
-            (_, Some(p), _) => Some(Grammar::Lark(read(p)?)),
-            (_, _, Some(rx)) => Some(Grammar::Regex(rx.clone())),
-            _ => None,
-        })
+        Ok(Some(if let Some(schema) = &self.json_schema {
+            Grammar::JsonSchema(schema.clone())
+        } else if let Some(p) = &self.json_schema_file {
+            Grammar::JsonSchema(read(p)?)
+        } else if let Some(lark) = &self.grammar {
+            Grammar::Lark(lark.clone())
+        } else if let Some(p) = &self.grammar_file {
+            Grammar::Lark(read(p)?)
+        } else if let Some(rx) = &self.regex {
+            Grammar::Regex(rx.clone())
+        } else {
+            return Ok(None);
+        }))
     }
 }
 
@@ -61,7 +74,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     let loaded = load(&a.model, a.runtime.threads(), a.runtime.ctx())?;
     let opts = SessionOptions {
         system_prompt: a.system.clone(),
-        sampling: a.sampling.options(),
+        sampling: Some(a.sampling.options(&loaded.engine.info().sampling)),
         max_tokens: a.max_tokens,
         stop: a.stop.clone(),
         context_length: a.runtime.ctx(),

@@ -191,6 +191,7 @@ pub fn run(a: BenchStructuredArgs) -> Result<()> {
 fn run_case(engine: &std::sync::Arc<Engine>, case: &Case) -> Result<CaseResult> {
     let new_session = || {
         let opts = SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
             system_prompt: Some(case.system.clone()),
             max_tokens: case.max_tokens,
             ..Default::default()

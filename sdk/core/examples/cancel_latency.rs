@@ -82,7 +82,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prompt =
         "The keeper of the lighthouse wrote in his log every night about the ships, the storms and the birds. "
             .repeat(70);
-    let opts = SessionOptions { max_tokens: 4096, ignore_eos: true, context_length: Some(4096), ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 4096,
+        ignore_eos: true,
+        context_length: Some(4096),
+        ..Default::default()
+    };
     let mut rng = Rng(7);
 
     // How long one whole prefill takes: cancels land uniformly inside it.

@@ -20,6 +20,7 @@ use crate::gguf::GgufFile;
 use crate::model::{KvPrecision, LoadOptions, Logits, Model};
 use crate::quant::{self, Kernels};
 use crate::runtime::{self, ThreadPool};
+use crate::sampling::SamplingOptions;
 use crate::speculative::cost::CostModel;
 use crate::speculative::features::AcceptanceModel;
 use crate::tokenizer::Tokenizer;
@@ -75,6 +76,9 @@ pub struct ModelInfo {
     pub repack_ms: f64,
     /// Bytes of weights one decode step reads: what bounds decode speed on memory bandwidth.
     pub decode_weight_bytes: u64,
+    /// How the model's makers recommend sampling it (`general.sampling.*` in the file), or
+    /// [`SamplingOptions::general_purpose`]: what sessions given no sampling options use.
+    pub sampling: SamplingOptions,
 }
 
 pub struct Engine {
@@ -156,6 +160,7 @@ impl Engine {
             repacked_bytes: model.pack_stats().bytes as u64,
             repack_ms: model.pack_stats().ms,
             decode_weight_bytes: model.decode_weight_bytes() as u64,
+            sampling: SamplingOptions::recommended_by(&file),
         };
         let energy = EnergyControl::new(opts.energy);
         let mut engine = Engine {

@@ -6,10 +6,12 @@
 //! message describing the action format, then `Screen:\n<screen JSON>\n\nGoal: <goal>`.
 //!
 //! ```no_run
-//! # use tern::{Engine, EngineOptions, Session, SessionOptions};
+//! # use tern::{Engine, EngineOptions, SamplingOptions, Session, SessionOptions};
 //! # use tern::ui::{self, Screen};
 //! # let engine = Engine::load("model.gguf", EngineOptions::default())?;
-//! let mut session = Session::new(engine, SessionOptions::default())?;
+//! // Greedy: the most likely action, the same each time for the same screen and goal.
+//! let greedy = SessionOptions { sampling: Some(SamplingOptions::greedy()), ..Default::default() };
+//! let mut session = Session::new(engine, greedy)?;
 //! let screen: Screen = serde_json::from_str(r#"{"app": "Clock", "elements": [
 //!     {"id": 0, "class": "Tab", "text": "Timer", "clickable": true}]}"#).unwrap();
 //! let action = ui::next_action(&mut session, &screen, "Set a timer")?;

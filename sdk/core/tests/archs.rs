@@ -306,7 +306,13 @@ fn speculative_answers_are_plain_answers() {
         let e = load(name, tern::quant::kernels().isa);
         for prompt in prompts {
             let answer = |speculation: SpeculationOptions| {
-                let opts = SessionOptions { max_tokens: 48, ignore_eos: true, speculation, ..Default::default() };
+                let opts = SessionOptions {
+                    sampling: Some(tern::SamplingOptions::greedy()),
+                    max_tokens: 48,
+                    ignore_eos: true,
+                    speculation,
+                    ..Default::default()
+                };
                 let mut s = Session::new(e.clone(), opts).expect("session");
                 let (mut ids, mut stats) = (Vec::new(), None);
                 for ev in s.send(prompt).expect("send") {
@@ -341,7 +347,13 @@ fn hybrid_speculation_in_automatic_mode_is_plain_decoding() {
     {
         let e = load(name, tern::quant::kernels().isa);
         let answer = |speculation: SpeculationOptions| {
-            let opts = SessionOptions { max_tokens: 48, ignore_eos: true, speculation, ..Default::default() };
+            let opts = SessionOptions {
+                sampling: Some(tern::SamplingOptions::greedy()),
+                max_tokens: 48,
+                ignore_eos: true,
+                speculation,
+                ..Default::default()
+            };
             let mut s = Session::new(e.clone(), opts).expect("session");
             let mut ids = Vec::new();
             for ev in s.send(prompt).expect("send") {
@@ -379,7 +391,13 @@ fn second_turn_reuses_the_first(name: &str) {
         history: None,
     };
     for speculation in [SpeculationOptions::off(), always] {
-        let opts = SessionOptions { max_tokens: 12, ignore_eos: true, speculation, ..Default::default() };
+        let opts = SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
+            max_tokens: 12,
+            ignore_eos: true,
+            speculation,
+            ..Default::default()
+        };
         let run = |s: &mut Session, text: &str| {
             let (mut ids, mut stats) = (Vec::new(), None);
             for ev in s.send(text).expect("send") {

@@ -18,7 +18,12 @@ const MODELS: [(&str, &str); 3] = [
 ];
 
 fn session(engine: &Arc<Engine>, control_tokens_in_messages: bool) -> Session {
-    let opts = SessionOptions { max_tokens: 8, control_tokens_in_messages, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 8,
+        control_tokens_in_messages,
+        ..Default::default()
+    };
     Session::new(Arc::clone(engine), opts).expect("session")
 }
 

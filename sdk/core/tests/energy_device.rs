@@ -34,7 +34,12 @@ fn this_thread_cores() -> Vec<usize> {
 
 /// Generates `n` tokens; after the third token event (well inside decode) calls `during`.
 fn generate(engine: &Arc<Engine>, n: usize, mut during: impl FnMut()) -> Stats {
-    let opts = SessionOptions { max_tokens: n, ignore_eos: true, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: n,
+        ignore_eos: true,
+        ..Default::default()
+    };
     let mut session = Session::new(engine.clone(), opts).expect("session");
     let (mut tokens, mut stats) = (0, None);
     for ev in session.complete("The lighthouse keeper wrote").expect("complete") {

@@ -30,7 +30,11 @@ fn logs_counts_and_timings_but_no_text() {
 
     let prompt = "Name one colour of the flag of Zanzibaria.";
     let engine = Engine::load(model_path(SMOLLM2), EngineOptions::default()).expect("load");
-    let mut session = Session::new(engine, SessionOptions { max_tokens: 8, ..Default::default() }).expect("session");
+    let mut session = Session::new(
+        engine,
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 8, ..Default::default() },
+    )
+    .expect("session");
     let mut answer = String::new();
     for event in session.send(prompt).expect("send") {
         if let Event::Token { text, .. } = event.expect("event") {

@@ -2,11 +2,12 @@
 //! cannot be true loads as a typed error naming the key, before anything is sized by them
 //! (no abort on a huge allocation, no panic in the first forward pass); a file whose values
 //! are odd but possible loads and runs. Each case is a mutated copy of a tiny reference model
-//! (tests/archs/models) written to a temporary directory.
+//! (tests/archs/models) written to a temporary directory. The model's recommended sampling
+//! (`general.sampling.*`) is metadata read the same way: an invalid value is skipped.
 
 use std::path::{Path, PathBuf};
 
-use tern::{Engine, EngineOptions, Error};
+use tern::{Engine, EngineOptions, Error, SamplingOptions, Session, SessionOptions};
 
 /// A GGUF file taken apart just enough to change metadata values and write it back: the
 /// tensor table and data are kept as bytes (tensor offsets are relative to the data section).
@@ -290,4 +291,38 @@ fn possible_values_load_and_run() {
         g.set_u64("phi3.rope.scaling.original_context_length", u64::MAX)
     })
     .expect("runs");
+}
+
+#[test]
+fn recommended_sampling_is_read_and_invalid_values_skipped() {
+    let dir = TempDir::new("recommended_sampling_is_read_and_invalid_values_skipped");
+    let load = |case: &str, mutate: &dyn Fn(&mut Gguf)| {
+        let mut g = Gguf::read(&model("llama-ropefreqs-f16"));
+        mutate(&mut g);
+        let path = dir.0.join(format!("sampling-{case}.gguf"));
+        g.write(&path);
+        Engine::load(&path, EngineOptions { threads: Some(1), ..Default::default() }).expect("loads")
+    };
+    // No recommendation: general-purpose sampling, and sessions given none use it.
+    let plain = load("none", &|_| {});
+    assert_eq!(plain.info().sampling, SamplingOptions::general_purpose());
+    let session = Session::new(plain, SessionOptions::default()).expect("session");
+    assert_eq!(session.options().sampling, Some(SamplingOptions::general_purpose()));
+
+    // Any number type is read; a top-p outside (0, 1] is skipped, the rest kept.
+    let e = load("some", &|g| {
+        g.set_f32("general.sampling.temp", 0.6);
+        g.set_u64("general.sampling.top_k", 20);
+        g.set_f32("general.sampling.top_p", 1.5);
+        g.set_f32("general.sampling.penalty_repeat", 1.05);
+    });
+    let want =
+        SamplingOptions { temperature: 0.6, top_k: 20, repetition_penalty: 1.05, ..SamplingOptions::general_purpose() };
+    assert_eq!(e.info().sampling, want);
+    let session = Session::new(e.clone(), SessionOptions::default()).expect("session");
+    assert_eq!(session.options().sampling, Some(want));
+    // Options the app gives win.
+    let greedy = SessionOptions { sampling: Some(SamplingOptions::greedy()), ..Default::default() };
+    let session = Session::new(e, greedy).expect("session");
+    assert_eq!(session.options().sampling, Some(SamplingOptions::greedy()));
 }

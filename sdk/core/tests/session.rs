@@ -47,6 +47,7 @@ fn greedy_chat_matches_reference() {
         let (last, history) = messages.split_last().expect("a user message");
         let (system, history): (Vec<_>, Vec<_>) = history.iter().cloned().partition(|m| m.role == tern::Role::System);
         let opts = SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
             system_prompt: system.first().map(|m| m.content.clone()),
             max_tokens: 32,
             ..Default::default()
@@ -71,7 +72,7 @@ fn ids_of(v: &serde_json::Value) -> Vec<u32> {
 
 #[test]
 fn second_turn_reuses_the_cache_and_answers_the_same() {
-    let opts = SessionOptions { max_tokens: 24, ..Default::default() };
+    let opts = SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 24, ..Default::default() };
     let mut a = Session::new(engine(), opts.clone()).expect("session");
     let (_, first_answer, s1) = collect(a.send("Name a color.").expect("send"));
     assert_eq!(s1.cached_tokens, 0);
@@ -97,8 +98,13 @@ fn second_turn_reuses_the_cache_and_answers_the_same() {
 #[test]
 fn cancel_from_another_thread_stops_promptly() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let opts =
-        SessionOptions { max_tokens: 100_000, ignore_eos: true, context_length: Some(2048), ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 100_000,
+        ignore_eos: true,
+        context_length: Some(2048),
+        ..Default::default()
+    };
     let mut s = Session::new(engine(), opts).expect("session");
     let handle = s.cancel_handle();
     let cancelled = Arc::new(AtomicBool::new(false));
@@ -127,7 +133,12 @@ fn cancel_from_another_thread_stops_promptly() {
 
 #[test]
 fn stop_sequence_cuts_the_text() {
-    let opts = SessionOptions { max_tokens: 32, stop: vec![" 9".into()], ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 32,
+        stop: vec![" 9".into()],
+        ..Default::default()
+    };
     let mut s = Session::new(engine(), opts).expect("session");
     let (_, text, stats) = collect(s.complete("1, 2, 3, 4, 5,").expect("complete"));
     assert_eq!(stats.finish_reason, FinishReason::StopSequence);
@@ -136,7 +147,12 @@ fn stop_sequence_cuts_the_text() {
 
 #[test]
 fn max_tokens_and_reset() {
-    let opts = SessionOptions { max_tokens: 5, ignore_eos: true, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 5,
+        ignore_eos: true,
+        ..Default::default()
+    };
     let mut s = Session::new(engine(), opts).expect("session");
     let (ids, _, stats) = collect(s.send("Hi").expect("send"));
     assert_eq!((ids.len(), stats.generated_tokens, stats.finish_reason), (5, 5, FinishReason::MaxTokens));
@@ -148,7 +164,11 @@ fn max_tokens_and_reset() {
 
 #[test]
 fn context_overflow_is_typed_and_loses_nothing() {
-    let opts = SessionOptions { context_length: Some(32), ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        context_length: Some(32),
+        ..Default::default()
+    };
     let mut s = Session::new(engine(), opts).expect("session");
     let long = "word ".repeat(100);
     match s.send(&long) {
@@ -163,7 +183,13 @@ fn context_overflow_is_typed_and_loses_nothing() {
 
 #[test]
 fn generation_stops_when_the_context_is_full() {
-    let opts = SessionOptions { context_length: Some(24), max_tokens: 1000, ignore_eos: true, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        context_length: Some(24),
+        max_tokens: 1000,
+        ignore_eos: true,
+        ..Default::default()
+    };
     let mut s = Session::new(engine(), opts).expect("session");
     let (_, _, stats) = collect(s.complete("The capital of France is").expect("complete"));
     assert_eq!(stats.finish_reason, FinishReason::ContextFull);
@@ -173,15 +199,22 @@ fn generation_stops_when_the_context_is_full() {
 #[test]
 fn invalid_options_are_rejected() {
     let bad = |sampling: SamplingOptions| {
-        let r = Session::new(engine(), SessionOptions { sampling, ..Default::default() });
+        let r = Session::new(engine(), SessionOptions { sampling: Some(sampling), ..Default::default() });
         assert!(matches!(r, Err(Error::InvalidOption(_))), "{r:?}");
     };
     bad(SamplingOptions { temperature: -1.0, ..Default::default() });
     bad(SamplingOptions { top_p: 1.5, ..Default::default() });
     bad(SamplingOptions { temperature: f32::NAN, ..Default::default() });
-    let r = Session::new(engine(), SessionOptions { max_tokens: 0, ..Default::default() });
+    let r = Session::new(
+        engine(),
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 0, ..Default::default() },
+    );
     assert!(matches!(r, Err(Error::InvalidOption(_))));
-    let mut s = Session::new(engine(), SessionOptions::default()).expect("session");
+    let mut s = Session::new(
+        engine(),
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), ..Default::default() },
+    )
+    .expect("session");
     assert!(matches!(s.complete_ids(&[u32::MAX]), Err(Error::InvalidOption(_))));
 }
 
@@ -190,7 +223,8 @@ fn same_seed_same_sample() {
     let run = |seed| {
         let sampling = SamplingOptions { temperature: 0.9, seed: Some(seed), ..Default::default() };
         let mut s =
-            Session::new(engine(), SessionOptions { sampling, max_tokens: 16, ..Default::default() }).expect("s");
+            Session::new(engine(), SessionOptions { sampling: Some(sampling), max_tokens: 16, ..Default::default() })
+                .expect("s");
         collect(s.complete("Once upon a time").expect("complete")).0
     };
     assert_eq!(run(7), run(7));
@@ -199,7 +233,7 @@ fn same_seed_same_sample() {
 
 #[test]
 fn two_sessions_generate_at_once() {
-    let opts = SessionOptions { max_tokens: 16, ..Default::default() };
+    let opts = SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 16, ..Default::default() };
     let alone = {
         let mut s = Session::new(engine(), opts.clone()).expect("s");
         collect(s.send("Tell me about owls.").expect("send")).0
@@ -229,7 +263,7 @@ fn token_counting() {
 /// generated; it is used up, so the request after it runs normally.
 #[test]
 fn a_cancel_before_send_stops_that_request_only() {
-    let opts = SessionOptions { max_tokens: 8, ..Default::default() };
+    let opts = SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 8, ..Default::default() };
     let mut s = Session::new(engine(), opts.clone()).expect("session");
     s.cancel_handle().cancel();
     let (ids, _, stats) = collect(s.send("Hello").expect("send"));
@@ -249,7 +283,12 @@ fn a_cancel_before_send_stops_that_request_only() {
 #[test]
 fn a_cancel_during_prefill_leaves_the_session_consistent() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let opts = SessionOptions { max_tokens: 6, context_length: Some(2048), ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        max_tokens: 6,
+        context_length: Some(2048),
+        ..Default::default()
+    };
     let long = "The history of the lighthouse keeper and the storm at sea. ".repeat(60);
     let mut s = Session::new(engine(), opts.clone()).expect("session");
     let handle = s.cancel_handle();

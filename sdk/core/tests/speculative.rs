@@ -113,8 +113,13 @@ fn answer_case(
     spec: SpeculationOptions,
     max_tokens: usize,
 ) -> (Vec<u32>, String, Stats, usize) {
-    let opts =
-        SessionOptions { system_prompt: case.system.clone(), max_tokens, speculation: spec, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        system_prompt: case.system.clone(),
+        max_tokens,
+        speculation: spec,
+        ..Default::default()
+    };
     let mut s = Session::new(e.clone(), opts).expect("session");
     collect(s.send(&case.user).expect("send"))
 }
@@ -143,7 +148,7 @@ fn check_identical(file: &str, ids: &[&str], spec: SpeculationOptions, max_token
     let e = engine(file);
     let mut all = Vec::new();
     for case in workloads().iter().filter(|c| ids.is_empty() || ids.contains(&c.id.as_str())) {
-        let opts = SessionOptions { max_tokens, ..Default::default() };
+        let opts = SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens, ..Default::default() };
         let [fast, plain] = both_ways(&e, case, spec.clone(), opts);
         assert_eq!(fast.0, plain.0, "{file} {}: speculative and plain answers differ", case.id);
         assert_eq!(fast.1, plain.1, "{file} {}", case.id);
@@ -213,7 +218,12 @@ fn steps_stream_their_tokens_together() {
     let _serial = serial();
     let e = engine(SMOLLM2);
     let case = workloads().into_iter().find(|c| c.id == "dev-summary-3").expect("case");
-    let [fast, plain] = both_ways(&e, &case, always(16), SessionOptions { max_tokens: 64, ..Default::default() });
+    let [fast, plain] = both_ways(
+        &e,
+        &case,
+        always(16),
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 64, ..Default::default() },
+    );
     assert_eq!(fast.0, plain.0);
     assert!(fast.3 > 0, "some events carry several tokens");
     assert_eq!(plain.3, 0, "plain decoding streams one token per event");
@@ -229,14 +239,24 @@ fn stops_and_limits_end_where_plain_decoding_ends() {
     let _serial = serial();
     let e = engine(SMOLLM2);
     let case = workloads().into_iter().find(|c| c.id == "dev-summary-3").expect("case");
-    let [_, plain] = both_ways(&e, &case, always(16), SessionOptions { max_tokens: 64, ..Default::default() });
+    let [_, plain] = both_ways(
+        &e,
+        &case,
+        always(16),
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 64, ..Default::default() },
+    );
     // A stop text from the middle of the answer.
     let words: Vec<&str> = plain.1.split_whitespace().collect();
     let stop = words[words.len() / 2].to_owned();
     for opts in [
-        SessionOptions { max_tokens: 64, stop: vec![stop.clone()], ..Default::default() },
-        SessionOptions { max_tokens: 7, ..Default::default() },
-        SessionOptions { max_tokens: 23, ..Default::default() },
+        SessionOptions {
+            sampling: Some(tern::SamplingOptions::greedy()),
+            max_tokens: 64,
+            stop: vec![stop.clone()],
+            ..Default::default()
+        },
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 7, ..Default::default() },
+        SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), max_tokens: 23, ..Default::default() },
     ] {
         let [fast, plain] = both_ways(&e, &case, always(16), opts.clone());
         assert_eq!(fast.0, plain.0, "stop {:?} max {}", opts.stop, opts.max_tokens);
@@ -253,8 +273,16 @@ fn second_turn_is_identical() {
     let e = engine(SMOLLM2);
     let turns = ["Name three fruits.", "Now repeat them in reverse order, then name them again."];
     let run = |spec: SpeculationOptions| {
-        let mut s = Session::new(e.clone(), SessionOptions { max_tokens: 40, speculation: spec, ..Default::default() })
-            .expect("session");
+        let mut s = Session::new(
+            e.clone(),
+            SessionOptions {
+                sampling: Some(tern::SamplingOptions::greedy()),
+                max_tokens: 40,
+                speculation: spec,
+                ..Default::default()
+            },
+        )
+        .expect("session");
         let out: Vec<(Vec<u32>, Stats)> = turns
             .iter()
             .map(|t| {
@@ -289,7 +317,7 @@ fn sampling_is_reproducible_and_accepts_drafts() {
         let sampling = SamplingOptions { temperature: 0.7, seed: Some(seed), ..Default::default() };
         let opts = SessionOptions {
             system_prompt: case.system.clone(),
-            sampling,
+            sampling: Some(sampling),
             max_tokens: 48,
             speculation,
             ..Default::default()
@@ -318,8 +346,16 @@ fn history_scope_feeds_the_drafter() {
     let history = || SpeculationOptions { history: Some(HistoryScope::new(store.clone(), "friend-1")), ..always(16) };
     let question = "Write a short poem about the sea and the wind at night.";
     let ask = |spec: SpeculationOptions| {
-        let mut s = Session::new(e.clone(), SessionOptions { max_tokens: 48, speculation: spec, ..Default::default() })
-            .expect("session");
+        let mut s = Session::new(
+            e.clone(),
+            SessionOptions {
+                sampling: Some(tern::SamplingOptions::greedy()),
+                max_tokens: 48,
+                speculation: spec,
+                ..Default::default()
+            },
+        )
+        .expect("session");
         collect(s.send(question).expect("send"))
     };
     let first = ask(history());
@@ -386,9 +422,15 @@ fn bad_limits_are_refused() {
         mode: Speculation::Limits(DraftLimits { max_draft_tokens: 0, ..DraftLimits::AUTO }),
         ..Default::default()
     };
-    let opts = SessionOptions { speculation: bad.clone(), ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        speculation: bad.clone(),
+        ..Default::default()
+    };
     assert!(matches!(Session::new(e.clone(), opts), Err(tern::Error::InvalidOption(_))));
-    let mut s = Session::new(e, SessionOptions::default()).expect("session");
+    let mut s =
+        Session::new(e, SessionOptions { sampling: Some(tern::SamplingOptions::greedy()), ..Default::default() })
+            .expect("session");
     assert!(s.set_speculation(bad).is_err());
     assert_eq!(s.options().speculation.mode, Speculation::Auto, "the previous setting stays");
 }
@@ -409,6 +451,7 @@ fn grammar_holds_under_speculation() {
         let screen: Screen = serde_json::from_str(screen).expect("screen JSON");
         let run = |spec: SpeculationOptions| {
             let opts = SessionOptions {
+                sampling: Some(tern::SamplingOptions::greedy()),
                 system_prompt: case.system.clone(),
                 max_tokens: 96,
                 speculation: spec,

@@ -42,7 +42,12 @@ fn collect(gen: impl Iterator<Item = tern::Result<Event>>) -> (Vec<String>, Stat
 }
 
 fn session(engine: Arc<Engine>, system: Option<&str>, max_tokens: usize) -> Session {
-    let opts = SessionOptions { system_prompt: system.map(str::to_owned), max_tokens, ..Default::default() };
+    let opts = SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        system_prompt: system.map(str::to_owned),
+        max_tokens,
+        ..Default::default()
+    };
     Session::new(engine, opts).expect("session")
 }
 

@@ -1,5 +1,7 @@
-//! `strftime_now(format)`: the current date for templates (Llama 3.x put it in
-//! the system prompt). std has no time zones, so this is UTC.
+//! `strftime_now(format)`: the current local date and time for templates (Llama 3.x put the
+//! date in the system prompt), as Python's `datetime.now().strftime` gives transformers. The
+//! device's UTC offset comes from chrono (the zone data of iOS, Android or the desktop); the
+//! formatting is ours, so a directive chrono lacks cannot fail.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -22,7 +24,13 @@ const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Frid
 pub(super) fn strftime_now(format: String) -> String {
     // A clock before 1970 is a broken clock; render the epoch rather than fail.
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    format_unix(&format, i64::try_from(secs).unwrap_or(i64::MAX))
+    let offset = chrono::Local::now().offset().local_minus_utc();
+    format_local(&format, i64::try_from(secs).unwrap_or(i64::MAX), offset)
+}
+
+/// `format_unix` of the wall-clock time `offset` seconds east of Greenwich.
+pub(super) fn format_local(format: &str, utc_secs: i64, offset: i32) -> String {
+    format_unix(format, utc_secs.saturating_add(i64::from(offset)))
 }
 
 /// Civil date from days since 1970-01-01 (proleptic Gregorian).

@@ -189,6 +189,18 @@ fn strftime_formats_utc() {
 }
 
 #[test]
+fn strftime_now_renders_local_time() {
+    // 2024-02-29 23:59:59 UTC, an hour east and eight hours west.
+    assert_eq!(strftime::format_local("%F %T", 1_709_251_199, 3600), "2024-03-01 00:59:59");
+    assert_eq!(strftime::format_local("%F %T", 1_709_251_199, -8 * 3600), "2024-02-29 15:59:59");
+    // The template's clock is the device's wall clock (a minute may turn between the reads).
+    let before = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
+    let ours = render("{{ strftime_now('%Y-%m-%d %H:%M') }}");
+    let after = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
+    assert!(ours == before || ours == after, "template {ours}, local {before}..{after}");
+}
+
+#[test]
 fn float_repr_matches_python() {
     for (f, s) in [
         (0.0, "0.0"),

@@ -21,11 +21,13 @@ use std::cmp::Ordering;
 
 use crate::constrain::TokenConstraint;
 use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
 use rng::Rng;
 
-/// How the next token is chosen. `Default` is greedy decoding with llama.cpp's
-/// defaults for the other knobs, so raising `temperature` alone gives the usual
-/// sampling setup.
+/// How the next token is chosen. `Default` (also [`SamplingOptions::greedy`]) is greedy
+/// decoding with llama.cpp's defaults for the other knobs, so raising `temperature` alone gives
+/// the usual sampling setup. A session given no options samples as the model recommends
+/// ([`crate::ModelInfo::sampling`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct SamplingOptions {
@@ -59,7 +61,50 @@ impl Default for SamplingOptions {
     }
 }
 
+/// Keys a converter writes from the model's `generation_config.json` (llama.cpp's
+/// `general.sampling.*`).
+const RECOMMENDED_KEYS: [&str; 6] = ["temp", "top_k", "top_p", "min_p", "penalty_repeat", "penalty_last_n"];
+
 impl SamplingOptions {
+    /// Always the most likely token: reproducible answers for tests and benchmarks.
+    pub fn greedy() -> SamplingOptions {
+        SamplingOptions::default()
+    }
+
+    /// What a session samples with when the model file recommends nothing: llama.cpp's
+    /// defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalty).
+    pub fn general_purpose() -> SamplingOptions {
+        SamplingOptions { temperature: 0.8, ..SamplingOptions::default() }
+    }
+
+    /// The model's own recommendation (`general.sampling.*`) over [`Self::general_purpose`]
+    /// for the keys it leaves out. Numbers of any type are read; a value that is not one, or
+    /// that would make the options invalid, is skipped with a warning, so a file's odd
+    /// recommendation never stops a session from opening.
+    pub(crate) fn recommended_by(file: &GgufFile) -> SamplingOptions {
+        let mut opts = SamplingOptions::general_purpose();
+        for key in RECOMMENDED_KEYS {
+            let full = format!("general.sampling.{key}");
+            let Some(value) = file.get(&full) else { continue };
+            let mut next = opts.clone();
+            let applied = match key {
+                "temp" => value.as_f32().map(|v| next.temperature = v),
+                "top_p" => value.as_f32().map(|v| next.top_p = v),
+                "min_p" => value.as_f32().map(|v| next.min_p = v),
+                "penalty_repeat" => value.as_f32().map(|v| next.repetition_penalty = v),
+                // llama.cpp reads a negative or zero count as "off" for both.
+                "top_k" => value.as_i64().map(|v| next.top_k = usize::try_from(v).unwrap_or(0)),
+                _ => value.as_i64().map(|v| next.repeat_last_n = usize::try_from(v).unwrap_or(0)),
+            };
+            match applied.map(|()| next.validate()) {
+                Some(Ok(())) => opts = next,
+                Some(Err(e)) => log::warn!("ignoring `{full}`: {e}"),
+                None => log::warn!("ignoring `{full}`: not a number"),
+            }
+        }
+        opts
+    }
+
     /// Rejects values that have no meaning: NaN anywhere, negative or infinite
     /// temperature, `top_p` outside (0, 1], `min_p` outside [0, 1], a penalty <= 0.
     pub fn validate(&self) -> Result<()> {

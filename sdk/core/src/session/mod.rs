@@ -35,7 +35,9 @@ const PREFILL_CHUNK: usize = 128;
 pub struct SessionOptions {
     /// System message placed before the conversation (the template's default if None).
     pub system_prompt: Option<String>,
-    pub sampling: SamplingOptions,
+    /// How tokens are chosen; none = as the model recommends ([`crate::ModelInfo::sampling`]).
+    /// [`SamplingOptions::greedy`] gives reproducible answers.
+    pub sampling: Option<SamplingOptions>,
     /// Most tokens one answer may have.
     pub max_tokens: usize,
     /// Generation stops when the text contains any of these; the stop text is not emitted.
@@ -59,7 +61,7 @@ impl Default for SessionOptions {
     fn default() -> Self {
         SessionOptions {
             system_prompt: None,
-            sampling: SamplingOptions::default(),
+            sampling: None,
             max_tokens: 512,
             stop: Vec::new(),
             context_length: None,
@@ -72,7 +74,9 @@ impl Default for SessionOptions {
 
 impl SessionOptions {
     pub fn validate(&self) -> Result<()> {
-        self.sampling.validate()?;
+        if let Some(sampling) = &self.sampling {
+            sampling.validate()?;
+        }
         if self.max_tokens == 0 {
             return Err(Error::InvalidOption("max_tokens must be at least 1".into()));
         }
@@ -183,14 +187,16 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub fn new(engine: Arc<Engine>, opts: SessionOptions) -> Result<Session> {
+    pub fn new(engine: Arc<Engine>, mut opts: SessionOptions) -> Result<Session> {
         opts.validate()?;
+        // Resolved here, so `options()` says what the session samples with.
+        let sampling = opts.sampling.get_or_insert_with(|| engine.info().sampling.clone());
         let capacity = match opts.context_length {
             Some(n) => n.min(engine.info().train_context_length),
             None => engine.info().context_length,
         };
         let kv = engine.model().new_kv_cache(capacity);
-        let sampler = Sampler::new(opts.sampling.clone())?;
+        let sampler = Sampler::new(sampling.clone())?;
         let spec = Speculator::new(&opts.speculation, engine.acceptance_model());
         log::info!("session opened: context {capacity} tokens, at most {} tokens per answer", opts.max_tokens);
         Ok(Session {
@@ -220,7 +226,7 @@ impl Session {
     /// Replaces the sampling options for later requests.
     pub fn set_sampling(&mut self, sampling: SamplingOptions) -> Result<()> {
         self.sampler = Sampler::new(sampling.clone())?;
-        self.opts.sampling = sampling;
+        self.opts.sampling = Some(sampling);
         Ok(())
     }
 

@@ -7,6 +7,7 @@ package dev.tern.sample
 import dev.tern.Engine
 import dev.tern.HistoryScope
 import dev.tern.HistoryStore
+import dev.tern.SamplingOptions
 import dev.tern.SessionOptions
 import dev.tern.Speculation
 import dev.tern.SpeculationOptions
@@ -89,8 +90,11 @@ class ReplySuggester(
     private suspend fun suggest(thread: ContactThread, incoming: String, mode: Speculation): ReplySuggestion {
         // A suggestion is not sent yet: only what the user sends joins the history (remember).
         val scope = history?.let { HistoryScope(it, thread.contact.key, recordAnswers = false) }
+        // Greedy (`SamplingOptions()`): the suggestion is the model's most likely reply, so the
+        // comparison with speculation shows the same text at two speeds.
         val options = SessionOptions(
             systemPrompt = systemPrompt(),
+            sampling = SamplingOptions(),
             maxTokens = maxTokens,
             speculation = SpeculationOptions(mode = mode, history = scope),
         )

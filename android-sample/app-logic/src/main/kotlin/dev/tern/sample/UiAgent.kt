@@ -5,6 +5,7 @@
 package dev.tern.sample
 
 import dev.tern.Engine
+import dev.tern.SamplingOptions
 import dev.tern.Screen
 import dev.tern.Session
 import dev.tern.SessionOptions
@@ -66,7 +67,9 @@ data class Proposal(
 class UiAgent(private val engine: Engine, private val maxTokens: UInt = 64u) : AutoCloseable {
     private var session: Session = newSession()
 
-    private fun newSession() = engine.newSession(SessionOptions(systemPrompt = uiSystemPrompt(), maxTokens = maxTokens))
+    // Greedy: the most likely action, the same one each time for the same screen and goal.
+    private fun newSession() =
+        engine.newSession(SessionOptions(systemPrompt = uiSystemPrompt(), sampling = SamplingOptions(), maxTokens = maxTokens))
 
     /** Forgets earlier steps: call it before a goal unrelated to the last one. */
     fun reset() {

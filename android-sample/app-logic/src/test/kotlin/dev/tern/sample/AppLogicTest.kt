@@ -57,7 +57,7 @@ fun main(args: Array<String>) {
 
 /** The greedy answer of a plain session, the reference for what the chat shows. */
 private suspend fun plainAnswer(engine: Engine, question: String, maxTokens: UInt): String =
-    engine.newSession(SessionOptions(maxTokens = maxTokens)).use { it.reply(question).text }
+    engine.newSession(SessionOptions(sampling = SamplingOptions(), maxTokens = maxTokens)).use { it.reply(question).text }
 
 private suspend fun CoroutineScope.chat(engine: Engine) {
     test("chat streams the answer into its state, with the engine's figures at the end") {
