@@ -152,6 +152,39 @@ pub struct SessionOptions {
     /// Off by default, so that a pasted or received text cannot end a turn or open a system one.
     #[uniffi(default = false)]
     pub control_tokens_in_messages: bool,
+    /// What a message does when the conversation outgrows the context: fail with
+    /// `ContextOverflow` (none, the default, or `Error`) or drop the oldest turns.
+    #[uniffi(default = None)]
+    pub overflow: Option<OverflowPolicy>,
+}
+
+/// What a message does when the conversation outgrows the session's context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, uniffi::Enum)]
+pub enum OverflowPolicy {
+    /// Fail with `ContextOverflow`; the session keeps every message.
+    #[default]
+    Error,
+    /// Drop whole turns from the start (never the system prompt or the new message) until the
+    /// answer has room; `Stats.droppedMessages` counts them.
+    DropOldestTurns,
+}
+
+impl From<OverflowPolicy> for tern::OverflowPolicy {
+    fn from(p: OverflowPolicy) -> Self {
+        match p {
+            OverflowPolicy::Error => tern::OverflowPolicy::Error,
+            OverflowPolicy::DropOldestTurns => tern::OverflowPolicy::DropOldestTurns,
+        }
+    }
+}
+
+impl From<tern::OverflowPolicy> for OverflowPolicy {
+    fn from(p: tern::OverflowPolicy) -> Self {
+        match p {
+            tern::OverflowPolicy::Error => OverflowPolicy::Error,
+            tern::OverflowPolicy::DropOldestTurns => OverflowPolicy::DropOldestTurns,
+        }
+    }
 }
 
 impl Default for SessionOptions {
@@ -171,6 +204,7 @@ impl From<tern::SessionOptions> for SessionOptions {
             ignore_eos: o.ignore_eos,
             speculation: o.speculation.into(),
             control_tokens_in_messages: o.control_tokens_in_messages,
+            overflow: Some(o.overflow.into()),
         }
     }
 }
@@ -186,6 +220,7 @@ impl From<SessionOptions> for tern::SessionOptions {
             ignore_eos: o.ignore_eos,
             speculation: o.speculation.into(),
             control_tokens_in_messages: o.control_tokens_in_messages,
+            overflow: o.overflow.unwrap_or_default().into(),
             ..tern::SessionOptions::default()
         }
     }
@@ -222,6 +257,8 @@ pub struct Stats {
     pub prompt_tokens: u32,
     /// Of those, how many were already in the KV cache.
     pub cached_tokens: u32,
+    /// The oldest messages this answer's request dropped to fit the context (`OverflowPolicy`).
+    pub dropped_messages: u32,
     pub generated_tokens: u32,
     pub time_to_first_token_ms: f64,
     pub prefill_ms: f64,
@@ -242,6 +279,7 @@ impl From<tern::Stats> for Stats {
         Stats {
             prompt_tokens: s.prompt_tokens as u32,
             cached_tokens: s.cached_tokens as u32,
+            dropped_messages: s.dropped_messages as u32,
             generated_tokens: s.generated_tokens as u32,
             time_to_first_token_ms: ms(s.time_to_first_token),
             prefill_ms: ms(s.prefill_time),
@@ -384,5 +422,15 @@ mod tests {
         let sdk: tern::SessionOptions = ours.clone().into();
         assert!(sdk.control_tokens_in_messages);
         assert_eq!(SessionOptions::from(sdk), ours);
+    }
+
+    #[test]
+    fn overflow_policy_reaches_the_sdk_and_none_refuses() {
+        let ours = SessionOptions { overflow: Some(OverflowPolicy::DropOldestTurns), ..SessionOptions::default() };
+        let sdk: tern::SessionOptions = ours.clone().into();
+        assert_eq!(sdk.overflow, tern::OverflowPolicy::DropOldestTurns);
+        assert_eq!(SessionOptions::from(sdk), ours);
+        let unset = SessionOptions { overflow: None, ..SessionOptions::default() };
+        assert_eq!(tern::SessionOptions::from(unset).overflow, tern::OverflowPolicy::Error);
     }
 }

@@ -4,7 +4,7 @@ use std::io::{self, BufRead, IsTerminal};
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
-use tern::{CancelHandle, FinishReason, Session, SessionOptions};
+use tern::{CancelHandle, FinishReason, OverflowPolicy, Session, SessionOptions};
 
 use crate::args::{load, ModelArgs, RuntimeArgs, SamplingArgs};
 use crate::error::{CliError, Result};
@@ -45,6 +45,8 @@ pub fn run(a: ChatArgs) -> Result<()> {
         max_tokens: a.max_tokens,
         stop: a.stop.clone(),
         context_length: a.runtime.ctx(),
+        // A long chat goes on past the context, forgetting its oldest turns.
+        overflow: OverflowPolicy::DropOldestTurns,
         ..Default::default()
     };
     let mut session = Session::new(loaded.engine.clone(), opts)?;

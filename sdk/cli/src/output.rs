@@ -53,7 +53,14 @@ pub fn finish_reason(r: &FinishReason) -> &'static str {
 
 /// One line of stats for stderr.
 pub fn stats_line(s: &Stats) -> String {
-    let cached = if s.cached_tokens > 0 { format!(" ({} cached)", s.cached_tokens) } else { String::new() };
+    let mut notes = Vec::new();
+    if s.cached_tokens > 0 {
+        notes.push(format!("{} cached", s.cached_tokens));
+    }
+    if s.dropped_messages > 0 {
+        notes.push(format!("{} oldest messages dropped", s.dropped_messages));
+    }
+    let cached = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
     format!(
         "prompt {} tokens{cached} | ttft {:.0} ms | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | finish: {}",
         s.prompt_tokens,

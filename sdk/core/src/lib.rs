@@ -60,7 +60,7 @@ pub use error::{Error, Result, WriteOp};
 pub use model::KvPrecision;
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
-pub use session::{CancelHandle, Event, FinishReason, Generation, Session, SessionOptions, Stats};
+pub use session::{CancelHandle, Event, FinishReason, Generation, OverflowPolicy, Session, SessionOptions, Stats};
 pub use speculative::{
     DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats,
 };

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::*;
 use tern::{
-    Engine, EngineOptions, Error, Event, FinishReason, Message, SamplingOptions, Session, SessionOptions, Stats,
+    Engine, EngineOptions, Error, Event, FinishReason, Message, OverflowPolicy, SamplingOptions, Session,
+    SessionOptions, Stats,
 };
 
 fn engine() -> Arc<Engine> {
@@ -179,6 +180,56 @@ fn context_overflow_is_typed_and_loses_nothing() {
     // The session still works after the refusal.
     let (ids, _, _) = collect(s.complete("Hi").expect("complete"));
     assert!(!ids.is_empty());
+}
+
+#[test]
+fn dropping_the_oldest_turns_keeps_the_conversation_going() {
+    let opts = |overflow| SessionOptions {
+        sampling: Some(tern::SamplingOptions::greedy()),
+        system_prompt: Some("You answer in one short sentence.".into()),
+        context_length: Some(160),
+        max_tokens: 12,
+        ignore_eos: true,
+        overflow,
+        ..Default::default()
+    };
+    let questions: Vec<String> = (1..=8)
+        .map(|i| format!("Question {i}: name a colour that starts with the letter {}.", (b'a' + i) as char))
+        .collect();
+
+    // As before, a conversation that outgrows the context is refused.
+    let mut refusing = Session::new(engine(), opts(OverflowPolicy::Error)).expect("session");
+    let refused = questions.iter().position(|q| match refusing.send(q) {
+        Ok(gen) => {
+            collect(gen);
+            false
+        }
+        Err(Error::ContextOverflow { .. }) => true,
+        Err(e) => panic!("unexpected error {e}"),
+    });
+    let refused = refused.expect("eight turns outgrow 160 tokens");
+    assert_eq!(refusing.messages().len(), 2 * refused);
+
+    let mut s = Session::new(engine(), opts(OverflowPolicy::DropOldestTurns)).expect("session");
+    let system = engine().tokenizer().encode("You answer in one short sentence.", false, false).expect("encode");
+    let mut dropped_total = 0;
+    for (i, q) in questions.iter().enumerate() {
+        let gen = s.send(q).expect("each question gets an answer");
+        let prompt = gen.prompt().to_vec();
+        let (ids, _, stats) = collect(gen);
+        assert_eq!(ids.len(), 12);
+        assert!(stats.prompt_tokens + 12 <= 160, "turn {i}: the answer had room");
+        // Whole turns go, two messages each, and never the system prompt or the new question.
+        assert_eq!(stats.dropped_messages % 2, 0);
+        assert!(prompt.windows(system.len()).any(|w| w == system), "turn {i}: system prompt kept");
+        let newest = engine().tokenizer().encode(q, false, false).expect("encode");
+        assert!(prompt.windows(newest.len()).any(|w| w == newest), "turn {i}: question kept");
+        dropped_total += stats.dropped_messages;
+        assert_eq!(s.messages().len(), 2 * (i + 1) - dropped_total);
+        assert_eq!(s.messages()[0].role, tern::Role::User);
+        assert_eq!(&s.messages()[s.messages().len() - 2].content, q);
+    }
+    assert!(dropped_total >= 2 * (questions.len() - refused), "turns were dropped: {dropped_total}");
 }
 
 #[test]

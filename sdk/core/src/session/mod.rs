@@ -5,6 +5,7 @@
 //! answer streams as [`Event`]s from a [`Generation`] iterator; a [`CancelHandle`] stops it from
 //! any thread.
 
+mod overflow;
 mod phase;
 mod speculate;
 mod stop;
@@ -22,6 +23,7 @@ use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
 use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
+pub use overflow::OverflowPolicy;
 use phase::PhaseTracker;
 #[cfg(feature = "lab")]
 pub use speculate::calibrated_drafter;
@@ -55,6 +57,9 @@ pub struct SessionOptions {
     /// or open a system one. Turn it on only for contents the app writes itself and means as
     /// markup.
     pub control_tokens_in_messages: bool,
+    /// What a chat request does when the conversation outgrows the context: refuse it
+    /// (default) or drop the oldest turns.
+    pub overflow: OverflowPolicy,
 }
 
 impl Default for SessionOptions {
@@ -68,6 +73,7 @@ impl Default for SessionOptions {
             ignore_eos: false,
             speculation: SpeculationOptions::default(),
             control_tokens_in_messages: false,
+            overflow: OverflowPolicy::Error,
         }
     }
 }
@@ -108,6 +114,9 @@ pub struct Stats {
     pub prompt_tokens: usize,
     /// Of those, how many were already in the KV cache and not computed again.
     pub cached_tokens: usize,
+    /// The oldest messages this request left out of the conversation to fit the context
+    /// ([`OverflowPolicy::DropOldestTurns`]); 0 otherwise.
+    pub dropped_messages: usize,
     pub generated_tokens: usize,
     pub time_to_first_token: Duration,
     pub prefill_time: Duration,
@@ -313,20 +322,25 @@ impl Session {
     }
 
     fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
-        let ids = self.prompt_ids(&message)?;
-        self.check_fits(ids.len())?;
-        self.start(ids, Some(message))
+        let (ids, dropped) = self.fitting_prompt(&message)?;
+        self.start(ids, Some((message, dropped)))
     }
 
     /// The token ids sending `message` now would prefill: the whole conversation rendered by the
     /// chat template, its markup with special tokens parsed and message contents as text (unless
     /// [`SessionOptions::control_tokens_in_messages`]).
     pub fn prompt_ids(&self, message: &Message) -> Result<Vec<u32>> {
-        let mut conversation = Vec::with_capacity(self.messages.len() + 2);
+        self.prompt_ids_after(0, message)
+    }
+
+    /// As [`Self::prompt_ids`], leaving out the first `skip` messages of the conversation.
+    fn prompt_ids_after(&self, skip: usize, message: &Message) -> Result<Vec<u32>> {
+        let kept = self.messages.get(skip..).unwrap_or_default();
+        let mut conversation = Vec::with_capacity(kept.len() + 2);
         if let Some(sys) = &self.opts.system_prompt {
             conversation.push(Message { role: Role::System, content: sys.clone() });
         }
-        conversation.extend(self.messages.iter().cloned());
+        conversation.extend(kept.iter().cloned());
         conversation.push(message.clone());
         self.chat_prompt(&conversation)
     }
@@ -385,9 +399,10 @@ impl Session {
         Ok(())
     }
 
-    /// Starts a request: `message` (chat) joins the conversation only once nothing can refuse
-    /// the request any more, so a refused request leaves the session as it was.
-    fn start(&mut self, prompt: Vec<u32>, message: Option<Message>) -> Result<Generation<'_>> {
+    /// Starts a request: `message` (chat) joins the conversation, and the oldest messages its
+    /// prompt leaves out leave it, only once nothing can refuse the request any more, so a
+    /// refused request leaves the session as it was.
+    fn start(&mut self, prompt: Vec<u32>, message: Option<(Message, usize)>) -> Result<Generation<'_>> {
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
         let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
@@ -399,7 +414,12 @@ impl Session {
         self.cached.truncate(keep);
         self.kv.truncate(keep);
         let chat = message.is_some();
-        self.messages.extend(message);
+        let mut dropped_messages = 0;
+        if let Some((message, dropped)) = message {
+            self.messages.drain(..dropped);
+            self.messages.push(message);
+            dropped_messages = dropped;
+        }
         let stop = StopMatcher::new(self.opts.stop.clone());
         // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
         self.tool_call = None;
@@ -414,6 +434,7 @@ impl Session {
         Ok(Generation {
             prompt_tokens: prompt.len(),
             cached_tokens: keep,
+            dropped_messages,
             prompt,
             chat,
             session: self,
@@ -455,6 +476,7 @@ pub struct Generation<'a> {
     state: State,
     prompt_tokens: usize,
     cached_tokens: usize,
+    dropped_messages: usize,
     started: Instant,
     ttft: Duration,
     prefill_time: Duration,
@@ -612,6 +634,7 @@ impl Generation<'_> {
         let stats = Stats {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
+            dropped_messages: self.dropped_messages,
             generated_tokens: self.generated.len(),
             time_to_first_token: self.ttft,
             prefill_time: self.prefill_time,
