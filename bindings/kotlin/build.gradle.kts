@@ -1,6 +1,7 @@
 // Android library (AAR) of Tern: the Rust library built for each ABI with cargo-ndk, the
 // Kotlin bindings generated from it by UniFFI (uniffi.toml at the repository root, Android
-// flavour), and the hand-written layer in src/main/kotlin.
+// flavour), and the hand-written layer in src/main/kotlin and src/android/kotlin (its part that
+// needs Android's classes).
 //
 // Needs on the build machine: the Android SDK + NDK (r27 or newer), rustup with the targets
 // aarch64-linux-android and x86_64-linux-android, and cargo-ndk (`cargo install cargo-ndk`).
@@ -44,6 +45,8 @@ android {
 
     sourceSets["main"].apply {
         java.srcDir(kotlinOutDir)
+        // The hand-written code that needs Android's classes (the JVM suites compile src/main alone).
+        java.srcDir("src/android/kotlin")
         jniLibs.srcDir(jniLibsDir)
     }
 

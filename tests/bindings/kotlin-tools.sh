@@ -1,7 +1,7 @@
 # The Kotlin compiler and JNA for the JVM suites (tests/kotlin, tests/android-sample); sourced
 # after common.sh. `kotlin_tools` installs what is missing (kotlinc from npm into
 # ~/.cache/tern/tools, JNA from apt) and sets KOTLIN_HOME, KOTLINC, JNA_JAR, COROUTINES_JAR and
-# STDLIB_JAR.
+# STDLIB_JAR. `compile_android_flavour` checks that the AAR's Kotlin compiles.
 
 KOTLIN_VERSION=2.4.20
 KOTLIN_HOME=$TOOLS/kotlin-compiler-$KOTLIN_VERSION
@@ -40,4 +40,26 @@ generate_kotlin_jvm() {
     grep -q '^android = false$' "$config" || die "uniffi.toml has no \`android = true\` line to switch"
     step "generating the Kotlin bindings (JVM flavour)"
     generate kotlin "$config" "$1"
+}
+
+# compile_android_flavour OUT_DIR: compiles what the AAR compiles (the bindings generated with
+# uniffi.toml as it is, Android flavour, + bindings/kotlin/src/main/kotlin and src/android/kotlin)
+# with kotlinc, against stubs of the Android API it uses (tests/bindings/android-api, built
+# with javac), JNA and coroutines; nothing is run. Fails when that code stops compiling. OUT_DIR
+# is emptied first; needs build_ffi.
+compile_android_flavour() {
+    local out=$1 api=$ROOT/tests/bindings/android-api
+    local -a stubs sources
+    rm -rf "$out" && mkdir -p "$out/android-api"
+    step "compiling the Android flavour (generated + bindings/kotlin) against Android API stubs"
+    mapfile -t stubs < <(find "$api" -name '*.java' | sort)
+    javac -nowarn -d "$out/android-api" "${stubs[@]}"
+    jar cf "$out/android-api.jar" -C "$out/android-api" .
+    generate kotlin "$ROOT/uniffi.toml" "$out/generated"
+    # Without the Android cleaner the stubs would check nothing of the generated code.
+    grep -q 'android\.system\.SystemCleaner' "$out/generated/dev/tern/tern_ffi.kt" \
+        || die "the bindings generated with uniffi.toml are not the Android flavour"
+    mapfile -t sources < <(find "$out/generated" "$ROOT/bindings/kotlin/src/main/kotlin" \
+        "$ROOT/bindings/kotlin/src/android/kotlin" -name '*.kt' | sort)
+    "$KOTLINC" -nowarn -d "$out/classes" -classpath "$out/android-api.jar:$JNA_JAR:$COROUTINES_JAR" "${sources[@]}"
 }

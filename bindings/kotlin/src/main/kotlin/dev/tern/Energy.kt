@@ -30,10 +30,11 @@ internal object BatteryMeterJni {
 }
 
 /**
- * Starts measuring energy from the battery gauge (`BatteryManager` current and voltage, polled
- * every 50 ms) for engines loaded from now on; without it their figures are estimated from a
- * power model. [context] is an `android.content.Context` (the application's). Android only.
- * Throws [TernException.Energy] when the gauge cannot be read.
+ * [installBatteryMeter] with its `android.content.Context` (the application's) untyped, for code
+ * compiled without Android's classes: this file is also built by the JVM suites, which have none.
+ * Apps call the `Context` overload (src/android/kotlin/dev/tern/TernAndroid.kt, `TernAndroid`
+ * from Java), which Kotlin picks for a `Context` argument. Android only. Throws
+ * [TernException.Energy] when the gauge cannot be read.
  */
 fun installBatteryMeter(context: Any) {
     BatteryMeterJni.install(context)?.let { throw TernException.Energy(it) }
