@@ -333,7 +333,9 @@ fn disk_space_is_checked_before_any_request() {
 #[test]
 fn cancelled_download_keeps_its_bytes() {
     let (data, spec) = model();
-    let server = Server::start(data, Behaviour::default());
+    // The server stalls after 2 of the 3 MiB, so that the download cannot end before the
+    // cancel (raised at the first progress event, 1 MiB) reaches it, however loaded the machine.
+    let server = Server::start(data, Behaviour { stall_after: Some(2 << 20), ..Default::default() });
     let store = temp_store("cancel");
     let cancel = Arc::new(AtomicBool::new(false));
     let opts = DownloadOptions { cancel: Some(cancel.clone()), ..quick(0) };
