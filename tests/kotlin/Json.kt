@@ -105,7 +105,9 @@ object Json {
             val m = Regex("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?").matchAt(s, pos)
                 ?: throw IllegalArgumentException("bad value at $pos")
             pos += m.value.length
-            return if (m.groupValues[2].isEmpty() && m.groupValues[3].isEmpty()) m.value.toLong() else m.value.toDouble()
+            // JSON integers have no size limit: one past Long's range is read as a Double.
+            val integer = m.groupValues[2].isEmpty() && m.groupValues[3].isEmpty()
+            return (if (integer) m.value.toLongOrNull() else null) ?: m.value.toDouble()
         }
     }
 }

@@ -60,9 +60,9 @@ pub fn stats_line(s: &Stats) -> String {
     if s.dropped_messages > 0 {
         notes.push(format!("{} oldest messages dropped", s.dropped_messages));
     }
-    let cached = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
+    let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join(", ")) };
     format!(
-        "prompt {} tokens{cached} | ttft {:.0} ms | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | finish: {}",
+        "prompt {} tokens{notes} | ttft {:.0} ms | prefill {:.1} tok/s | decode {:.1} tok/s ({} tokens) | finish: {}",
         s.prompt_tokens,
         s.time_to_first_token.as_secs_f64() * 1e3,
         s.prefill_tokens_per_s,

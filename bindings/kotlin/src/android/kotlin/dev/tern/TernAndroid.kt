@@ -17,6 +17,4 @@ import android.content.Context
  * Throws [TernException.Energy] when the gauge cannot be read.
  */
 @Throws(TernException::class)
-fun installBatteryMeter(context: Context) {
-    BatteryMeterJni.install(context)?.let { throw TernException.Energy(it) }
-}
+fun installBatteryMeter(context: Context) = installBatteryMeter(context as Any)
