@@ -24,6 +24,7 @@ pub mod sampling;
 pub mod session;
 pub mod tokenizer;
 pub mod tools;
+mod typed;
 pub mod ui;
 
 /// Declares the engine's internals: public under the `lab` feature (the lab crate, benchmarks
@@ -60,7 +61,12 @@ pub use error::{Error, Result, WriteOp};
 pub use model::KvPrecision;
 pub use runtime::peak_rss_bytes;
 pub use sampling::SamplingOptions;
-pub use session::{CancelHandle, Event, FinishReason, Generation, OverflowPolicy, Session, SessionOptions, Stats};
+/// The JSON Schema derive for [`Session::generate`]'s types, at the version Tern uses.
+#[cfg(feature = "structured")]
+pub use schemars;
+pub use session::{
+    CancelHandle, Event, FinishReason, Generation, OverflowPolicy, Session, SessionOptions, Stats, ToolLoopAnswer,
+};
 pub use speculative::{
     DraftLimits, HistoryOptions, HistoryScope, HistoryStore, Speculation, SpeculationOptions, SpeculationStats,
 };

@@ -15,7 +15,9 @@
 //! message instead.
 //!
 //! A grammar enforces the choice: with [`ToolChoice::Auto`] the answer is either text that does
-//! not start with `<` or a call; with [`ToolChoice::Required`] it is a call. The call's JSON is
+//! not start with `<` or `{`, or a call, tagged or bare (the JSON object alone, which is what
+//! small models such as Qwen2.5-0.5B write when left to choose); with [`ToolChoice::Required`]
+//! it is a tagged call. The call's JSON is
 //! constrained by the union of the tools' schemas, so a finished call always parses and names a
 //! tool; arguments hold only the declared properties unless a schema sets
 //! `additionalProperties`. Its text is kept out of the token stream; the session reports it as a
@@ -148,7 +150,10 @@ impl ToolSet {
     /// The call in a finished answer that began with the call tag; `None` if it is incomplete
     /// (the answer was cut off) or names no tool of this set.
     pub(crate) fn parse_call(&self, answer: &str) -> Option<ToolCall> {
-        let body = answer.strip_prefix(CALL_OPEN)?.trim_end().strip_suffix(CALL_CLOSE)?;
+        let body = match answer.strip_prefix(CALL_OPEN) {
+            Some(tagged) => tagged.trim_end().strip_suffix(CALL_CLOSE)?,
+            None => answer.strip_prefix('{').map(|_| answer)?,
+        };
         let value: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
         let name = value.get("name")?.as_str()?;
         let arguments = value.get("arguments").filter(|a| a.is_object())?;
@@ -192,18 +197,37 @@ fn closed(mut params: serde_json::Value) -> serde_json::Value {
     params
 }
 
+/// A call's text as the conversation keeps it: tagged, also when the model wrote it bare.
+pub(crate) fn tagged_call(answer: &str) -> String {
+    let answer = answer.trim();
+    if answer.starts_with(CALL_OPEN) {
+        answer.to_owned()
+    } else {
+        format!("{CALL_OPEN}\n{answer}\n{CALL_CLOSE}")
+    }
+}
+
+/// A text answer in the grammars below: one that cannot be taken for a call.
+const TEXT_RULE: &str = "TEXT: /[^<{\\s](?s:.)*/\n";
+
+/// The grammar of an answer that must be text although the session has tools.
+pub(crate) fn text_answer_grammar() -> Grammar {
+    Grammar::Lark(format!("start: TEXT\n{TEXT_RULE}"))
+}
+
 /// The Lark grammar of an answer: a call (the tag, one line of JSON matching `call_schema`, the
-/// closing tag), or with `Auto` also text that does not start with `<`.
+/// closing tag), or with `Auto` also the bare JSON call and text that does not start with `<` or
+/// `{`.
 fn call_grammar(call_schema: &serde_json::Value, choice: ToolChoice) -> String {
     let start = match choice {
-        ToolChoice::Auto => "start: TEXT | call\nTEXT: /[^<](?s:.)*/\n",
-        ToolChoice::Required => "start: call\n",
+        ToolChoice::Auto => format!("start: TEXT | call | body\n{TEXT_RULE}"),
+        ToolChoice::Required => "start: call\n".to_owned(),
     };
     format!("{start}call: \"{CALL_OPEN}\\n\" body \"\\n{CALL_CLOSE}\"\nbody: %json {call_schema}\n")
 }
 
 /// Separates the shown answer from a call while it streams: the grammar lets an answer start
-/// with `<` only when it is a call, so its first character decides.
+/// with `<` or `{` only when it is a call, so its first character decides.
 #[derive(Debug, Default)]
 pub(crate) struct CallDetector {
     decided: Option<bool>,
@@ -214,7 +238,7 @@ impl CallDetector {
     pub fn show(&mut self, text: String) -> String {
         if self.decided.is_none() {
             if let Some(c) = text.chars().next() {
-                self.decided = Some(c == '<');
+                self.decided = Some(c == '<' || c == '{');
             }
         }
         if self.decided == Some(true) {
@@ -238,7 +262,7 @@ mod tests {
     fn grammar_embeds_the_schema_and_the_tags() {
         let g = call_grammar(&serde_json::json!({"anyOf": []}), ToolChoice::Required);
         assert_eq!(g, "start: call\ncall: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {\"anyOf\":[]}\n");
-        assert!(call_grammar(&serde_json::json!({}), ToolChoice::Auto).starts_with("start: TEXT | call\n"));
+        assert!(call_grammar(&serde_json::json!({}), ToolChoice::Auto).starts_with("start: TEXT | call | body\n"));
     }
 
     #[test]
@@ -257,6 +281,9 @@ mod tests {
         assert_eq!(d.show(" <b>".into()), " <b>");
         let mut d = CallDetector::default();
         assert_eq!(d.show(" <b>".into()), " <b>");
+        let mut d = CallDetector::default();
+        assert_eq!(d.show("{\"name".into()), "");
+        assert!(d.is_call());
         let mut d = CallDetector::default();
         assert_eq!(d.show("<tool".into()), "");
         assert!(d.is_call());

@@ -21,7 +21,7 @@
 use crate::chat::Message;
 use crate::constrain::Grammar;
 use crate::error::{Error, Result};
-use crate::session::{Event, Session};
+use crate::session::Session;
 
 /// The instructions of the `ui` workloads.
 pub const SYSTEM_PROMPT: &str = "You control a phone. Given the screen as JSON and the user's goal, reply with \
@@ -185,25 +185,10 @@ pub fn validate(screen: &Screen, action: &UiAction) -> std::result::Result<(), A
 
 /// Asks the model for the next action on `screen` towards `goal`, constrained to that screen.
 /// The step is one turn in `session`'s conversation (reset it between unrelated steps); the
-/// session's system prompt should be [`SYSTEM_PROMPT`] or say the same. The session's grammar
-/// is replaced for the step and lifted after it.
+/// session's system prompt should be [`SYSTEM_PROMPT`] or say the same.
 pub fn next_action(session: &mut Session, screen: &Screen, goal: &str) -> Result<UiAction> {
-    session.set_grammar(Some(&action_grammar(screen)))?;
-    let answer = run_turn(session, &user_message(screen, goal));
-    session.set_grammar(None)?;
-    let answer = answer?;
+    let (answer, _) = session.send_matching(&user_message(screen, goal), &action_grammar(screen))?.text_and_stats()?;
     parse_action(screen, &answer).map_err(|e| Error::Constraint(format!("the model's action is not valid: {e}")))
-}
-
-fn run_turn(session: &mut Session, user: &str) -> Result<String> {
-    let mut text = String::new();
-    for event in session.send(user)? {
-        match event? {
-            Event::Token { text: t, .. } => text.push_str(&t),
-            Event::Done(_) => {}
-        }
-    }
-    Ok(text)
 }
 
 /// JSON with one space of indentation, as Python's `json.dumps(indent=1)` writes the screens of

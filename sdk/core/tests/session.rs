@@ -96,6 +96,34 @@ fn second_turn_reuses_the_cache_and_answers_the_same() {
     assert_eq!(text2, text_b);
 }
 
+/// Prewarming computes the prompt's start ahead of time: the first answer reuses it and is the
+/// same answer a cold session gives.
+#[test]
+fn prewarm_prefills_the_system_prompt_and_changes_no_answer() {
+    let opts = SessionOptions {
+        sampling: Some(SamplingOptions::greedy()),
+        system_prompt: Some("You are a terse assistant. Answer in one short sentence.".into()),
+        max_tokens: 16,
+        ..Default::default()
+    };
+    let mut warm = Session::new(engine(), opts.clone()).expect("session");
+    let prewarmed = warm.prewarm().expect("prewarm");
+    let system_only = warm.prompt_ids(&Message::user("x")).expect("prompt").len();
+    assert!(prewarmed > 10 && prewarmed < system_only, "prewarmed {prewarmed} of {system_only}");
+    assert_eq!(warm.tokens_in_context(), prewarmed);
+    assert_eq!(warm.prewarm().expect("again"), prewarmed, "a second prewarm computes nothing new");
+    let (ids, _, stats) = collect(warm.send("Name a color.").expect("send"));
+    assert_eq!(stats.cached_tokens, prewarmed);
+
+    let mut cold = Session::new(engine(), opts).expect("session");
+    let (cold_ids, _, cold_stats) = collect(cold.send("Name a color.").expect("send"));
+    assert_eq!(cold_stats.cached_tokens, 0);
+    assert_eq!(ids, cold_ids);
+    // Later in the conversation it covers the turns so far.
+    let before = warm.tokens_in_context();
+    assert!(warm.prewarm().expect("prewarm") >= stats.prompt_tokens.min(before));
+}
+
 #[test]
 fn cancel_from_another_thread_stops_promptly() {
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -284,3 +284,75 @@ fn gemma_follows_a_grammar() {
     assert!(word == "Yes" || word == "No", "{text:?}");
     assert!(rest.chars().all(|c| c.is_ascii_lowercase() || c == ' ' || c == '.'), "{text:?}");
 }
+
+/// The app's own type, its schema derived (through the `schemars` Tern re-exports).
+#[derive(Debug, serde::Deserialize, tern::schemars::JsonSchema)]
+#[schemars(crate = "tern::schemars")]
+struct Capital {
+    country: String,
+    city: String,
+    population_millions: f32,
+}
+
+#[test]
+fn typed_answers_come_back_as_the_apps_type() {
+    let mut s = session(qwen(), None, 64);
+    let capital: Capital = s.generate("What is the capital of France?").expect("a Capital");
+    assert_eq!(capital.city, "Paris", "{capital:?}");
+    assert_eq!(capital.country, "France", "{capital:?}");
+    assert!(capital.population_millions > 0.0, "{capital:?}");
+    // Question and answer joined the conversation, which goes on.
+    assert_eq!(s.messages().len(), 2);
+    let (pieces, _) = collect(s.send("And of Italy?").expect("send"));
+    assert!(pieces.concat().contains("Rome"), "{:?}", pieces.concat());
+    assert_eq!(s.messages().len(), 4);
+
+    // Cut off by max_tokens: a typed error, not a half value.
+    let mut short = session(qwen(), None, 4);
+    assert!(matches!(short.generate::<Capital>("What is the capital of Spain?"), Err(Error::Constraint(_))));
+    // A schema that cannot be used fails before anything is sent.
+    let before = s.messages().len();
+    assert!(matches!(s.generate_json("Hi", "{\"type\": 7}"), Err(Error::Grammar(_))));
+    assert_eq!(s.messages().len(), before);
+}
+
+/// The loop runs the handler for each call and sends its result back, and ends in text after
+/// at most `max_calls` calls. (Qwen2.5-Coder-0.5B calls the tool again after every result
+/// rather than reading it, so the bound is what ends this loop.)
+#[test]
+fn tool_loop_runs_the_handler_and_ends_in_text() {
+    let mut s = session(qwen(), None, 64);
+    s.set_tools(&[weather_tool(), time_tool()], ToolChoice::Auto).expect("tools");
+    let mut seen = Vec::new();
+    let result = r#"{"temperature_c": 23, "sky": "sunny"}"#;
+    let answer = s
+        .send_with_tools("What's the weather like in Paris right now?", 2, |call| {
+            seen.push(call.clone());
+            result.to_owned()
+        })
+        .expect("answer");
+    assert_eq!(seen.len(), 2, "{:?}", answer.text);
+    assert_eq!(answer.calls.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>(), seen);
+    for call in &seen {
+        assert_eq!(call.name, "get_weather");
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("JSON arguments");
+        assert_eq!(args["city"], "Paris", "{args}");
+    }
+    // Each result answered its call in the conversation, calls kept in the tagged form.
+    let roles: Vec<Role> = s.messages().iter().map(|m| m.role).collect();
+    use Role::{Assistant as A, Tool as T, User as U};
+    assert_eq!(roles, [U, A, T, A, T, A]);
+    assert!(s.messages().iter().filter(|m| m.role == T).all(|m| m.content == result));
+    assert!(
+        s.messages()[1].content.starts_with("<tool_call>\n{\"name\": \"get_weather\""),
+        "{}",
+        s.messages()[1].content
+    );
+    let text = &answer.text;
+    assert!(!text.is_empty() && !text.starts_with(['<', '{']) && s.tool_call().is_none(), "{text:?}");
+    assert_eq!(s.messages().last().map(|m| m.content.as_str()), Some(text.as_str()));
+
+    // Without tools there is no loop to run.
+    let mut plain = session(qwen(), None, 8);
+    assert!(matches!(plain.send_with_tools("Hi", 2, |_| String::new()), Err(Error::InvalidOption(_))));
+}

@@ -9,26 +9,28 @@ mod overflow;
 mod phase;
 mod speculate;
 mod stop;
+mod tool_loop;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::chat::{contents, Message, Role};
-use crate::constrain::{CompiledGrammar, Grammar};
+use crate::constrain::{CompiledGrammar, Grammar, TokenConstraint};
 use crate::energy::{EnergyStats, Phase};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::{KvCache, Logits, Scratch};
 use crate::sampling::{Sampler, SamplingOptions};
 use crate::speculative::{HistoryScope, SpeculationOptions, SpeculationStats};
-use crate::tools::{CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
+use crate::tools::{self, CallDetector, Tool, ToolCall, ToolChoice, ToolSet};
 pub use overflow::OverflowPolicy;
 use phase::PhaseTracker;
 #[cfg(feature = "lab")]
 pub use speculate::calibrated_drafter;
 use speculate::Speculator;
 use stop::StopMatcher;
+pub use tool_loop::ToolLoopAnswer;
 
 /// Tokens per forward pass while prefilling.
 const PREFILL_CHUNK: usize = 128;
@@ -321,9 +323,31 @@ impl Session {
         self.send_message(Message { role: Role::Tool, content: content.to_owned() })
     }
 
+    /// Sends a user message whose answer must match `grammar`: this answer only, with the
+    /// session's own grammar and tools set aside for it (their definitions stay in the prompt).
+    /// A grammar that cannot be used is an [`Error::Grammar`] here, and nothing is sent.
+    pub fn send_matching(&mut self, user_text: &str, grammar: &Grammar) -> Result<Generation<'_>> {
+        let grammar = self.engine.compile_grammar(grammar)?;
+        let message = Message { role: Role::User, content: user_text.to_owned() };
+        let (ids, dropped) = self.fitting_prompt(&message)?;
+        self.start(ids, Some((message, dropped)), Some(grammar.start()))
+    }
+
+    /// Answers the last answer's tool call like [`Self::send_tool_result`], but the model must
+    /// answer in text this time: the last round of a bounded tool loop.
+    pub fn send_last_tool_result(&mut self, content: &str) -> Result<Generation<'_>> {
+        if self.tools.is_none() {
+            return self.send_tool_result(content);
+        }
+        let text_only = self.engine.compile_grammar(&tools::text_answer_grammar())?;
+        let message = Message { role: Role::Tool, content: content.to_owned() };
+        let (ids, dropped) = self.fitting_prompt(&message)?;
+        self.start(ids, Some((message, dropped)), Some(text_only.start()))
+    }
+
     fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
         let (ids, dropped) = self.fitting_prompt(&message)?;
-        self.start(ids, Some((message, dropped)))
+        self.start(ids, Some((message, dropped)), None)
     }
 
     /// The token ids sending `message` now would prefill: the whole conversation rendered by the
@@ -371,6 +395,45 @@ impl Session {
         tok.encode_with_plain_ranges(&rendered, add_bos, &plain)
     }
 
+    /// Prefills what the next user message's prompt starts with (the system prompt, the
+    /// tools' definitions and the conversation so far), so that the first answer starts
+    /// sooner: call it after loading, while the app waits for the user. Returns the tokens
+    /// now cached. Cancelled through the cancel handle, it ends with [`Error::Cancelled`] and
+    /// keeps what was computed.
+    pub fn prewarm(&mut self) -> Result<usize> {
+        // The part of the prompt no user message changes: where two different ones part.
+        let a = self.prompt_ids(&Message::user("a"))?;
+        let b = self.prompt_ids(&Message::user("b"))?;
+        let prefix = &a[..a.iter().zip(&b).take_while(|(x, y)| x == y).count()];
+        let common = self.cached.iter().zip(prefix).take_while(|(x, y)| x == y).count();
+        let keep = self.kv.rollback_len(common.min(self.cached.len()));
+        self.cached.truncate(keep);
+        self.kv.truncate(keep);
+        self.check_fits(prefix.len())?;
+        let result = self.prefill_plain(&prefix[keep..]);
+        self.kv.checkpoint();
+        self.cancel.store(false, Ordering::Release);
+        result.map(|()| self.cached.len())
+    }
+
+    /// Feeds `tokens` after the cache in prefill chunks, without logits, recording each chunk
+    /// in `cached` once it is in.
+    fn prefill_plain(&mut self, tokens: &[u32]) -> Result<()> {
+        for chunk in tokens.chunks(PREFILL_CHUNK) {
+            let model = self.engine.model();
+            model.forward_unless(
+                self.engine.pool(),
+                &mut self.kv,
+                &mut self.scratch,
+                chunk,
+                Logits::None,
+                &self.cancel,
+            )?;
+            self.cached.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
     /// Continues raw text (no chat template; special-token text is not parsed).
     pub fn complete(&mut self, text: &str) -> Result<Generation<'_>> {
         let tok = self.engine.tokenizer();
@@ -388,7 +451,7 @@ impl Session {
             return Err(Error::InvalidOption(format!("token id {bad} is outside the vocabulary ({vocab})")));
         }
         self.check_fits(ids.len())?;
-        self.start(ids.to_vec(), None)
+        self.start(ids.to_vec(), None, None)
     }
 
     fn check_fits(&self, prompt_len: usize) -> Result<()> {
@@ -401,8 +464,13 @@ impl Session {
 
     /// Starts a request: `message` (chat) joins the conversation, and the oldest messages its
     /// prompt leaves out leave it, only once nothing can refuse the request any more, so a
-    /// refused request leaves the session as it was.
-    fn start(&mut self, prompt: Vec<u32>, message: Option<(Message, usize)>) -> Result<Generation<'_>> {
+    /// refused request leaves the session as it was. `grammar` is this answer's own constraint.
+    fn start(
+        &mut self,
+        prompt: Vec<u32>,
+        message: Option<(Message, usize)>,
+        grammar: Option<TokenConstraint>,
+    ) -> Result<Generation<'_>> {
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
         let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
@@ -421,12 +489,14 @@ impl Session {
             dropped_messages = dropped;
         }
         let stop = StopMatcher::new(self.opts.stop.clone());
-        // Each answer follows its grammar from the start: tools in chat, else the session's grammar.
+        // Each answer follows its grammar from the start: its own, else tools in chat, else the
+        // session's grammar.
         self.tool_call = None;
-        let tools = self.tools.as_ref().filter(|_| chat);
-        let constraint = match tools {
-            Some(t) => Some(t.start()),
-            None => self.grammar.as_ref().map(CompiledGrammar::start),
+        let tools = self.tools.as_ref().filter(|_| chat && grammar.is_none());
+        let constraint = match (grammar, tools) {
+            (Some(own), _) => Some(own),
+            (None, Some(t)) => Some(t.start()),
+            (None, None) => self.grammar.as_ref().map(CompiledGrammar::start),
         };
         self.sampler.set_constraint(constraint);
         let calls = tools.map(|_| CallDetector::default());
@@ -506,6 +576,19 @@ impl Generation<'_> {
     /// The token ids of this request's prompt (the whole rendered conversation).
     pub fn prompt(&self) -> &[u32] {
         &self.prompt
+    }
+
+    /// Runs the answer to its end: its whole text and its statistics.
+    pub fn text_and_stats(self) -> Result<(String, Stats)> {
+        let mut text = String::new();
+        for event in self {
+            match event? {
+                Event::Token { text: piece, .. } => text.push_str(&piece),
+                Event::Done(stats) => return Ok((text, stats)),
+            }
+        }
+        // Unreachable: every answer ends with `Done` or an error.
+        Err(Error::Cancelled)
     }
 
     fn cancelled(&self) -> bool {
@@ -617,13 +700,19 @@ impl Generation<'_> {
             let tail = self.stop.finish(&rest);
             self.answer.push_str(&tail);
         }
-        if self.chat {
-            s.messages.push(Message { role: Role::Assistant, content: self.answer.clone() });
-        }
         if let (Some(calls), Some(tools)) = (&self.calls, &s.tools) {
             if calls.is_call() {
                 s.tool_call = tools.parse_call(&self.answer);
             }
+        }
+        if self.chat {
+            // A call joins the conversation in the form the template teaches, also when the
+            // model wrote it bare, so that later turns see calls written one way.
+            let content = match &s.tool_call {
+                Some(_) => tools::tagged_call(&self.answer),
+                None => self.answer.clone(),
+            };
+            s.messages.push(Message { role: Role::Assistant, content });
         }
         self.state = State::Finished;
         // This request used up any cancel made for it.
