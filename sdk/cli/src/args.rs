@@ -26,15 +26,7 @@ impl ModelArgs {
         if let Some(p) = &self.model {
             return Ok(p.clone());
         }
-        let dir = match std::env::var_os("TERN_MODEL_DIR").filter(|d| !d.is_empty()) {
-            Some(d) => PathBuf::from(d),
-            None => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-                Some(h) => PathBuf::from(h).join(".cache/tern/models"),
-                None => {
-                    return Err(CliError::Usage("no --model given and neither TERN_MODEL_DIR nor HOME is set".into()))
-                }
-            },
-        };
+        let dir = model_dir()?;
         let path = dir.join(DEFAULT_MODEL_FILE);
         if !path.is_file() {
             return Err(CliError::Other(format!(
@@ -43,6 +35,18 @@ impl ModelArgs {
             )));
         }
         Ok(path)
+    }
+}
+
+/// Where models are kept: $TERN_MODEL_DIR, else ~/.cache/tern/models (`cargo xtask models`
+/// and `tern pull` put them there).
+pub fn model_dir() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("TERN_MODEL_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".cache/tern/models")),
+        None => Err(CliError::Usage("no --model given and neither TERN_MODEL_DIR nor HOME is set".into())),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod energy;
 pub mod error;
 mod info;
 pub mod output;
+mod pull;
 mod run;
 mod score;
 mod structured;
@@ -47,6 +48,8 @@ enum Command {
     BenchStructured(structured::BenchStructuredArgs),
     /// Energy: tune the decode cores of this machine.
     Energy(energy::EnergyArgs),
+    /// Download a model into the model directory (resumable, hash-checked), with progress.
+    Pull(pull::PullArgs),
 }
 
 /// The `tern` command line.
@@ -63,6 +66,7 @@ pub fn main() -> ExitCode {
         Command::Info(a) => info::run(a),
         Command::BenchStructured(a) => structured::run(a),
         Command::Energy(a) => energy::run(a),
+        Command::Pull(a) => pull::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
