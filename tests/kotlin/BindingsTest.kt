@@ -233,6 +233,49 @@ private suspend fun CoroutineScope.suite(model: String, cases: List<Case>) {
             }
         }
 
+        test("prewarm computes the prompt's start; the first answer reuses it unchanged") {
+            val options = SessionOptions(sampling = greedy, maxTokens = 16u, systemPrompt = "You are a terse assistant.")
+            engine.newSession(options).use { warm ->
+                val prewarmed = warm.prewarm()
+                expect(prewarmed > 0u && warm.tokenCount() == prewarmed) { "prewarmed $prewarmed" }
+                val answer = warm.reply("Name a color.")
+                expect(answer.stats.cachedTokens == prewarmed) { "cached ${answer.stats.cachedTokens} of $prewarmed" }
+                val cold = engine.newSession(options).use { it.reply("Name a color.") }
+                expect(answer.text == cold.text) { "'${answer.text}' after prewarm, '${cold.text}' without" }
+            }
+        }
+
+        test("state flows: an engine loads or fails, a session is responding while it answers") {
+            val states = loadEngine(model, EngineOptions(threads = THREADS))
+            val loaded = states.first { it != EngineState.Loading }
+            expect(loaded is EngineState.Ready) { "loaded $loaded" }
+            (loaded as EngineState.Ready).engine.close()
+            val missing = loadEngine("/no/such/model.gguf").first { it != EngineState.Loading }
+            expect((missing as? EngineState.Failed)?.error is TernException.ModelNotFound) { "missing $missing" }
+
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u)).use { session ->
+                val responding = session.responding()
+                expect(!responding.value) { "a new session is responding" }
+                var duringAnswer = false
+                session.stream("Name a color.").collect { if (it is TokenEvent.Token) duringAnswer = duringAnswer || responding.value }
+                expect(duringAnswer) { "not responding while the answer streamed" }
+                expect(!responding.value) { "still responding after the answer" }
+            }
+        }
+
+        test("a transcript saved as JSON restores the conversation") {
+            engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u)).use { session ->
+                session.reply("Name a color.")
+                val saved = messagesToJson(session.messages())
+                expect(saved.startsWith("""[{"role":"user","content":"Name a color."}""")) { "transcript $saved" }
+                engine.newSession(SessionOptions(sampling = greedy, maxTokens = 8u)).use { other ->
+                    other.setMessages(messagesFromJson(saved))
+                    expect(other.messages() == session.messages()) { "restored ${other.messages()}" }
+                }
+                expectThrows<TernException.InvalidOption> { messagesFromJson("""[{"role": "robot", "content": "x"}]""") }
+            }
+        }
+
         test("setMessages while answering is Busy and keeps the conversation") {
             engine.newSession(SessionOptions(sampling = greedy, maxTokens = 2000u, ignoreEos = true)).use { session ->
                 session.send("Count to one hundred.").use { stream ->

@@ -67,7 +67,7 @@ suspend fun planTrip(engine: Engine): String =
         session.setGrammar(
             Grammar.JsonSchema(
                 """{"type": "object",
-                    "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1}},
+                    "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
                     "required": ["city", "days"], "additionalProperties": false}""",
             ),
         )
@@ -82,14 +82,9 @@ val weather = Tool(
     parameters = """{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}""",
 )
 
-suspend fun askWithTools(session: Session, question: String, runTool: (ToolCall) -> String): String {
-    session.setTools(listOf(weather), ToolChoice.AUTO)
-    var reply = session.reply(question)
-    repeat(3) { // a few rounds of calls at most
-        val call = reply.toolCall ?: return reply.text
-        reply = session.replyToolResult(runTool(call)) // e.g. {"temperature_c": 18}
-    }
-    return reply.text
+suspend fun askWithTools(session: Session, question: String, fetchWeather: suspend (arguments: String) -> String): String {
+    val handler = ToolHandler(weather, fetchWeather) // {"city": "Paris"} → e.g. {"temperature_c": 18}
+    return session.reply(question, listOf(handler), maxCalls = 3).reply.text
 }
 // snippet:end
 

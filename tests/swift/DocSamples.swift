@@ -65,10 +65,27 @@ func planTrip(engine: Engine) async throws -> String {
     let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
     try await session.setGrammar(grammar: .jsonSchema(schema: """
         {"type": "object",
-         "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1}},
+         "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
          "required": ["city", "days"], "additionalProperties": false}
         """))
     return try await session.reply("Plan a trip to Lyon.").text // e.g. {"city": "Lyon", "days": 3}
+}
+// snippet:end
+
+// snippet:begin typed
+struct TripPlan: Generable {
+    let city: String
+    let days: Int
+    static let jsonSchema = """
+        {"type": "object",
+         "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
+         "required": ["city", "days"]}
+        """
+}
+
+func planTypedTrip(engine: Engine) async throws -> TripPlan {
+    let session = try engine.newSession(options: SessionOptions(maxTokens: 64))
+    return try await session.generate("Plan a trip to Lyon.", as: TripPlan.self) // e.g. TripPlan(city: "Lyon", days: 3)
 }
 // snippet:end
 
@@ -79,15 +96,11 @@ let weather = Tool(
     parameters: #"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#
 )
 
-@MainActor
-func askWithTools(session: Session, question: String, runTool: (ToolCall) -> String) async throws -> String {
-    try await session.setTools(tools: [weather], choice: .auto)
-    var reply = try await session.reply(question)
-    for _ in 0..<3 { // a few rounds of calls at most
-        guard let call = reply.toolCall else { break }
-        reply = try await session.replyToolResult(runTool(call)) // e.g. {"temperature_c": 18}
-    }
-    return reply.text
+func askWithTools(
+    session: Session, question: String, fetchWeather: @escaping @Sendable (_ arguments: String) async throws -> String
+) async throws -> String {
+    let handler = ToolHandler(weather, run: fetchWeather) // {"city": "Paris"} → e.g. {"temperature_c": 18}
+    return try await session.reply(question, using: [handler], maxCalls: 3).reply.text
 }
 // snippet:end
 

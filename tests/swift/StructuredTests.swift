@@ -31,6 +31,25 @@ func jsonObject(_ text: String) throws -> [String: Any] {
     return object
 }
 
+/// The trip of trip-schema.json as the app's type.
+struct Trip: Generable {
+    let city: String
+    let days: Int
+    static let jsonSchema = tripSchema
+}
+
+/// What a tool handler saw, across its calls.
+actor Calls {
+    private(set) var all: [String] = []
+    func add(_ arguments: String) { all.append(arguments) }
+}
+
+/// The states a session reported, in order.
+actor Flags {
+    private(set) var all: [Bool] = []
+    func add(_ busy: Bool) { all.append(busy) }
+}
+
 func ternError(_ error: Error) -> TernError? {
     error as? TernError
 }
@@ -82,6 +101,35 @@ extension Suite {
             try expect(answer.stats.cachedTokens > 0, "the conversation's cache was not reused")
         }
 
+        await test("generate returns the app's own Decodable type") {
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 64))
+            let trip = try await session.generate("Plan a trip to Lyon.", as: Trip.self)
+            try expect(!trip.city.isEmpty && (1...30).contains(trip.days), "\(trip)")
+            try expect(session.messages().count == 2, "the turn is not in the conversation")
+            let short = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 3))
+            try await expectThrows("cut off", { _ = try await short.generate("Plan a trip to Lyon.", as: Trip.self) }) {
+                if case .Constraint? = ternError($0) { return true }
+                return false
+            }
+        }
+
+        await test("the tool loop calls the registered handler and answers after its result") {
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 48))
+            let seen = Calls()
+            let weather = ToolHandler(weatherTool) { arguments in
+                await seen.add(arguments)
+                return #"{"temperature_c": 18, "sky": "cloudy"}"#
+            }
+            let done = try await session.reply("What is the weather in Paris?", using: [weather], choice: .required, maxCalls: 1)
+            let arguments = await seen.all
+            try expect(arguments.count == 1 && done.calls.count == 1, "calls \(arguments)")
+            try expect(try jsonObject(arguments[0])["city"] is String, "arguments \(arguments)")
+            try expect(done.reply.toolCall == nil && !done.reply.text.isEmpty, "answer '\(done.reply.text)'")
+            let roles = session.messages().map(\.role)
+            try expect(roles == [.user, .assistant, .tool, .assistant], "roles \(roles)")
+            try expect(session.messages()[2].content == #"{"temperature_c": 18, "sky": "cloudy"}"#, "the result is not in the conversation")
+        }
+
         await test("a UI action names an element of its screen") {
             let screen = try screenFromJson(json: messagesScreen)
             let session = try engine.newSession(options: SessionOptions(systemPrompt: uiSystemPrompt(), sampling: greedy, maxTokens: 96))
@@ -124,9 +172,12 @@ extension Suite {
             let trip = try jsonObject(try await planTrip(engine: engine))
             try expect(Set(trip.keys) == ["city", "days"], "trip \(trip)")
             let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 64))
-            _ = try await askWithTools(session: session, question: "What is the weather in Paris?") { _ in
-                #"{"temperature_c": 18}"#
+            _ = try await askWithTools(session: session, question: "What is the weather in Paris?") { arguments in
+                guard (try? jsonObject(arguments))?["city"] != nil else { throw Failure(description: "arguments \(arguments)") }
+                return #"{"temperature_c": 18}"#
             }
+            let plan = try await planTypedTrip(engine: engine)
+            try expect(!plan.city.isEmpty && plan.days >= 1, "plan \(plan)")
             let action = try await nextStep(engine: engine, screenJson: messagesScreen, goal: "Reply to Alice's message")
             try validateUiAction(screen: try screenFromJson(json: messagesScreen), action: action)
         }

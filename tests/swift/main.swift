@@ -264,6 +264,56 @@ final class Suite {
             try expect(session.messages() == expected, "messages \(session.messages()) after asking again")
         }
 
+        await test("prewarm computes the prompt's start; the first answer reuses it unchanged") {
+            let options = SessionOptions(systemPrompt: "You are a terse assistant.", sampling: greedy, maxTokens: 16)
+            let warm = try engine.newSession(options: options)
+            let prewarmed = try await warm.prewarm()
+            try expect(prewarmed > 0 && warm.tokenCount() == prewarmed, "prewarmed \(prewarmed)")
+            let answer = try await warm.reply("Name a color.")
+            try expect(answer.stats.cachedTokens == prewarmed, "cached \(answer.stats.cachedTokens) of \(prewarmed)")
+            let cold = try await engine.newSession(options: options).reply("Name a color.")
+            try expect(answer.text == cold.text, "'\(answer.text)' after prewarm, '\(cold.text)' without")
+        }
+
+        await test("a transcript encodes to the SDK's JSON and restores the conversation") {
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 8))
+            _ = try await session.reply("Name a color.")
+            let saved = try JSONEncoder().encode(session.messages())
+            let text = String(decoding: saved, as: UTF8.self)
+            // The Rust SDK reads it, and writes the same conversation.
+            try expect(try messagesFromJson(json: text) == session.messages(), "transcript \(text)")
+            let written = try JSONDecoder().decode([ConversationMessage].self, from: Data(messagesToJson(messages: session.messages()).utf8))
+            try expect(written == session.messages(), "the SDK's transcript decodes to \(written)")
+            let restored = try JSONDecoder().decode([ConversationMessage].self, from: saved)
+            let other = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 8))
+            try other.setMessages(messages: restored)
+            try expect(other.messages() == session.messages(), "restored \(other.messages())")
+            let bad = Data(#"[{"role": "robot", "content": "x"}]"#.utf8)
+            try expect((try? JSONDecoder().decode([ConversationMessage].self, from: bad)) == nil, "an unknown role decoded")
+        }
+
+        await test("state streams: an engine loads or fails, a session is responding while it answers") {
+            var last: EngineState = .loading
+            for await state in Engine.loadStates(path: model, options: EngineOptions(threads: threads)) { last = state }
+            guard case .ready = last else { throw Failure(description: "loaded \(last)") }
+            for await state in Engine.loadStates(path: "/no/such/model.gguf") { last = state }
+            guard case .failed(.ModelNotFound) = last else { throw Failure(description: "missing \(last)") }
+
+            let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 8))
+            let seen = Flags()
+            let watcher = Task { for await busy in session.respondingUpdates() { await seen.add(busy) } }
+            _ = try await session.reply("Name a color.")
+            // The observer is told on the generating thread: wait until the last change arrived.
+            for _ in 0..<500 {
+                let flags = await seen.all
+                if flags.contains(true) && flags.last == false { break }
+                try await Task.sleep(nanoseconds: 2_000_000)
+            }
+            watcher.cancel()
+            let flags = await seen.all
+            try expect(flags.contains(true) && flags.last == false, "states \(flags)")
+        }
+
         await test("setMessages while answering is Busy and keeps the conversation") {
             let session = try engine.newSession(options: SessionOptions(sampling: greedy, maxTokens: 2000, ignoreEos: true))
             let tokens = try session.send(text: "Count to one hundred.")

@@ -3,6 +3,7 @@
 //! own type in one place.
 
 use crate::energy::{EnergyOptions, EnergyStats};
+use crate::error::TernError;
 use crate::speculation::{SpeculationOptions, SpeculationStats};
 use crate::structured::ToolCall;
 use crate::units::ms;
@@ -345,6 +346,23 @@ impl From<ConversationMessage> for tern::Message {
     fn from(m: ConversationMessage) -> Self {
         tern::Message { role: m.role.into(), content: m.content }
     }
+}
+
+/// A conversation as JSON text, the way the Rust SDK's `Message` serializes:
+/// `[{"role": "user", "content": "..."}, ...]`. For saving `Session::messages`.
+#[uniffi::export]
+pub fn messages_to_json(messages: Vec<ConversationMessage>) -> String {
+    let messages: Vec<tern::Message> = messages.into_iter().map(Into::into).collect();
+    serde_json::to_string(&messages).unwrap_or_default()
+}
+
+/// The conversation `messages_to_json` wrote, for `Session::set_messages`; JSON of another
+/// shape raises `InvalidOption`.
+#[uniffi::export]
+pub fn messages_from_json(json: String) -> Result<Vec<ConversationMessage>, TernError> {
+    let messages: Vec<tern::Message> = serde_json::from_str(&json)
+        .map_err(|e| TernError::InvalidOption { detail: format!("not a saved conversation: {e}") })?;
+    Ok(messages.into_iter().map(Into::into).collect())
 }
 
 /// Facts about a loaded model.

@@ -44,6 +44,16 @@ pub struct Session {
     /// The latest answer's control, for `Session::cancel`.
     current: Mutex<Option<Arc<Control>>>,
     snapshot: Arc<Mutex<Snapshot>>,
+    observer: Arc<Mutex<Option<Arc<dyn SessionObserver>>>>,
+}
+
+/// Told when a session becomes busy (answering, or a step such as `prewarm`) and ready again,
+/// for UI state: Kotlin's `Session.responding()` and Swift's `Session.respondingUpdates()` are
+/// built on it. Called on the thread that changed the state, one call at a time; keep it
+/// short, and do not call into the session from it.
+#[uniffi::export(with_foreign)]
+pub trait SessionObserver: Send + Sync {
+    fn busy_changed(&self, busy: bool);
 }
 
 impl Session {
@@ -57,21 +67,36 @@ impl Session {
             busy: Arc::new(AtomicBool::new(false)),
             current: Mutex::new(None),
             snapshot: Arc::default(),
+            observer: Arc::default(),
         })
     }
 
     fn claim(&self) -> Result<BusyGuard, TernError> {
         self.busy.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).map_err(|_| TernError::Busy)?;
-        Ok(BusyGuard(Arc::clone(&self.busy)))
+        notify(&self.observer, &self.busy);
+        Ok(BusyGuard { busy: Arc::clone(&self.busy), observer: Arc::clone(&self.observer) })
     }
 }
 
-/// Clears the busy flag when dropped, also on unwinding.
-struct BusyGuard(Arc<AtomicBool>);
+/// Clears the busy flag when dropped, also on unwinding, and tells the observer.
+struct BusyGuard {
+    busy: Arc<AtomicBool>,
+    observer: Arc<Mutex<Option<Arc<dyn SessionObserver>>>>,
+}
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.busy.store(false, Ordering::Release);
+        notify(&self.observer, &self.busy);
+    }
+}
+
+/// Tells the observer, if any, the state as it is now. The lock orders the calls, so the last
+/// one always tells the current state (a call may repeat the one before).
+fn notify(observer: &Mutex<Option<Arc<dyn SessionObserver>>>, busy: &AtomicBool) {
+    let current = lock(observer);
+    if let Some(o) = &*current {
+        o.busy_changed(busy.load(Ordering::Acquire));
     }
 }
 
@@ -138,6 +163,12 @@ impl Session {
         self.start(Request::ToolResult(result))
     }
 
+    /// Answers the last answer's tool call like `send_tool_result`, but the model must answer
+    /// in text this time: the last round of a bounded tool loop.
+    pub fn send_last_tool_result(&self, result: String) -> Result<Arc<TokenStream>, TernError> {
+        self.start(Request::LastToolResult(result))
+    }
+
     /// Makes every later answer match `grammar`; none lifts it. The grammar is compiled for the
     /// model on a thread of its own (the first one also indexes the vocabulary, see
     /// `Engine::prepare_structured_output`); one that cannot be used raises `Grammar` and the
@@ -160,19 +191,38 @@ impl Session {
     /// goals. Cancellable like an answer (`cancel()`, or cancelling the awaiting coroutine or
     /// Task): then `Cancelled`. An answer cut off by `max_tokens` raises `Constraint`.
     pub async fn next_action(&self, screen: Screen, goal: String) -> Result<UiAction, TernError> {
-        let busy = self.claim()?;
-        let control = self.new_control();
-        let guard = OnAbandon::new(|| control.cancel());
-        let (session, snapshot, c) = (Arc::clone(&self.inner), Arc::clone(&self.snapshot), Arc::clone(&control));
-        let result = run_blocking("ui-action", move || {
-            let result = ui_step(&mut lock_session(&session), screen.into(), &goal, &c, &snapshot);
-            c.finish();
-            drop(busy);
-            result
+        let screen: tern::ui::Screen = screen.into();
+        self.cancellable_step("ui-action", move |session, control, snapshot| {
+            let text = tern::ui::user_message(&screen, &goal);
+            let answer = matching_answer(session, text, tern::ui::action_grammar(&screen), control, snapshot)?;
+            Ok(tern::ui::parse_action(&screen, &answer)?.into())
         })
-        .await;
-        guard.disarm();
-        result
+        .await
+    }
+
+    /// Sends `text` and returns the answer: one JSON value, as compact JSON text, that matches
+    /// `schema` (a JSON Schema as JSON text), for the caller to decode into its own type. The
+    /// question and the answer join the conversation. A schema that cannot be used raises
+    /// `Grammar` before anything is sent; an answer cut off by `max_tokens` raises `Constraint`.
+    /// Cancellable like `next_action`.
+    pub async fn generate_json(&self, text: String, schema: String) -> Result<String, TernError> {
+        self.cancellable_step("typed-answer", move |session, control, snapshot| {
+            matching_answer(session, text, tern::Grammar::JsonSchema(schema), control, snapshot)
+        })
+        .await
+    }
+
+    /// Prefills what the next message's prompt starts with (the system prompt, the tools'
+    /// definitions and the conversation so far), so that the first answer starts sooner: call
+    /// it after loading, while the user types. Returns the tokens now in the KV cache.
+    /// Cancellable like `next_action`; fails with `Busy` while an answer is generating.
+    pub async fn prewarm(&self) -> Result<u32, TernError> {
+        self.cancellable_step("prewarm", |session, _, snapshot| {
+            let cached = session.prewarm()? as u32;
+            lock(snapshot).tokens_in_context = cached;
+            Ok(cached)
+        })
+        .await
     }
 
     /// Stops the answer in progress (it ends with a `Done` event whose reason is `Cancelled`).
@@ -234,6 +284,13 @@ impl Session {
     pub fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire)
     }
+
+    /// Sets the one observer told of busy/ready changes (none removes it); it is told the
+    /// current state at once. It must not call into this session.
+    pub fn set_observer(&self, observer: Option<Arc<dyn SessionObserver>>) {
+        *lock(&self.observer) = observer;
+        notify(&self.observer, &self.busy);
+    }
 }
 
 /// What an answer replies to.
@@ -242,6 +299,10 @@ enum Request {
     Message(String),
     /// The result of the tool call the last answer made.
     ToolResult(String),
+    /// As `ToolResult`, with a text answer required.
+    LastToolResult(String),
+    /// A user message whose answer must match a grammar.
+    Matching(String, tern::Grammar),
 }
 
 impl Session {
@@ -274,6 +335,28 @@ impl Session {
             })
             .map_err(TernError::no_thread)?;
         Ok(stream)
+    }
+
+    /// Runs `step` on the SDK session on a thread of its own, cancellable like an answer:
+    /// by `cancel()` or by abandoning the awaiting call.
+    async fn cancellable_step<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        step: impl FnOnce(&mut tern::Session, &Control, &Mutex<Snapshot>) -> Result<T, TernError> + Send + 'static,
+    ) -> Result<T, TernError> {
+        let busy = self.claim()?;
+        let control = self.new_control();
+        let guard = OnAbandon::new(|| control.cancel());
+        let (session, snapshot, c) = (Arc::clone(&self.inner), Arc::clone(&self.snapshot), Arc::clone(&control));
+        let result = run_blocking(what, move || {
+            let result = step(&mut lock_session(&session), &c, &snapshot);
+            c.finish();
+            drop(busy);
+            result
+        })
+        .await;
+        guard.disarm();
+        result
     }
 
     /// Runs `change` on the SDK session on a thread of its own (grammars compile there), while
@@ -312,28 +395,25 @@ fn generate(
     Ok(TokenEvent::Done { stats })
 }
 
-/// One UI-action step: the answer under the screen's action grammar, then the action in it.
-fn ui_step(
+/// The whole answer to `text` under `grammar`; an answer that ended early is an error.
+fn matching_answer(
     session: &mut tern::Session,
-    screen: tern::ui::Screen,
-    goal: &str,
+    text: String,
+    grammar: tern::Grammar,
     control: &Control,
     snapshot: &Mutex<Snapshot>,
-) -> Result<UiAction, TernError> {
-    session.set_grammar(Some(&tern::ui::action_grammar(&screen)))?;
+) -> Result<String, TernError> {
     let mut answer = String::new();
-    let request = Request::Message(tern::ui::user_message(&screen, goal));
-    let result = run_answer(session, &request, control, snapshot, |text, _| {
+    let stats = run_answer(session, &Request::Matching(text, grammar), control, snapshot, |text, _| {
         answer.push_str(&text);
         true
-    });
-    session.set_grammar(None)?;
-    match result?.finish_reason {
+    })?;
+    match stats.finish_reason {
         FinishReason::Cancelled => Err(TernError::Cancelled),
         FinishReason::MaxTokens | FinishReason::ContextFull => Err(TernError::Constraint {
-            detail: "the answer ended before the action was complete (max_tokens or the context)".into(),
+            detail: "the answer ended before it was complete (max_tokens or the context)".into(),
         }),
-        _ => Ok(tern::ui::parse_action(&screen, &answer)?.into()),
+        _ => Ok(answer),
     }
 }
 
@@ -350,6 +430,8 @@ fn run_answer(
     let generation = match request {
         Request::Message(text) => session.send(text)?,
         Request::ToolResult(result) => session.send_tool_result(result)?,
+        Request::LastToolResult(result) => session.send_last_tool_result(result)?,
+        Request::Matching(text, grammar) => session.send_matching(text, grammar)?,
     };
     // `send` lowers the session's cancel flag: apply a cancel that came before it.
     if control.is_cancelled() {

@@ -119,3 +119,60 @@ func pulledStream<Source: PulledEvents>(_ start: () throws -> Source) -> AsyncTh
         }
     }
 }
+
+extension Session {
+    /// Whether this session is busy (answering, or a step such as `prewarm`): the current
+    /// state first, then each change; true from `send` until the answer's last event. It takes
+    /// the session's one observer (`setObserver`): call it once per session. The stream does
+    /// not end by itself; leaving the loop (or cancelling its Task) removes the observer.
+    public func respondingUpdates() -> AsyncStream<Bool> {
+        AsyncStream { continuation in
+            let observer = BusyForwarder { continuation.yield($0) }
+            setObserver(observer: observer)
+            continuation.onTermination = { [weak self] _ in
+                self?.setObserver(observer: nil)
+            }
+        }
+    }
+}
+
+/// Hands the session's busy changes to a closure.
+final class BusyForwarder: SessionObserver, @unchecked Sendable {
+    private let forward: (Bool) -> Void
+
+    init(_ forward: @escaping (Bool) -> Void) {
+        self.forward = forward
+    }
+
+    func busyChanged(busy: Bool) {
+        forward(busy)
+    }
+}
+
+/// Where loading an engine stands.
+public enum EngineState: Sendable {
+    case loading
+    case ready(Engine)
+    case failed(TernError)
+}
+
+extension Engine {
+    /// Loads the model at `path` and reports how it goes: `.loading`, then `.ready` or
+    /// `.failed`. Leaving the loop early abandons the load.
+    public static func loadStates(path: String, options: EngineOptions = EngineOptions()) -> AsyncStream<EngineState> {
+        AsyncStream { continuation in
+            continuation.yield(.loading)
+            let load = Task {
+                do {
+                    continuation.yield(.ready(try await Engine.load(path: path, options: options)))
+                } catch let error as TernError {
+                    continuation.yield(.failed(error))
+                } catch {
+                    continuation.yield(.failed(.Internal(detail: "\(error)")))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in load.cancel() }
+        }
+    }
+}

@@ -36,7 +36,7 @@ fun Session.streamToolResult(result: String): Flow<TokenEvent> = flow {
 /** The events of an answer already started with [Session.send]; the flow can be collected once. */
 fun TokenStream.asFlow(): Flow<TokenEvent> = flow { emitEvents(this@asFlow) }
 
-private suspend fun FlowCollector<TokenEvent>.emitEvents(tokens: TokenStream) = emitPulled(tokens::next, tokens::cancel)
+internal suspend fun FlowCollector<TokenEvent>.emitEvents(tokens: TokenStream) = emitPulled(tokens::next, tokens::cancel)
 
 /**
  * Emits what [next] returns until it returns null. Stopped early, [cancel] tells the native side:
@@ -70,7 +70,7 @@ suspend fun Session.reply(text: String): Reply = stream(text).toReply()
 /** Answers the last answer's tool call with [result] and waits for the model's next answer. */
 suspend fun Session.replyToolResult(result: String): Reply = streamToolResult(result).toReply()
 
-private suspend fun Flow<TokenEvent>.toReply(): Reply {
+internal suspend fun Flow<TokenEvent>.toReply(): Reply {
     val answer = StringBuilder()
     var stats: Stats? = null
     var call: ToolCall? = null
