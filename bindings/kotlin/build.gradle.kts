@@ -67,15 +67,21 @@ android {
 dependencies {
     // Flow is part of the public API (Session.stream).
     api("org.jetbrains.kotlinx:kotlinx-coroutines-core:1.9.0")
-    // The AAR flavour carries libjnidispatch.so for every Android ABI.
+    // The AAR flavour carries libjnidispatch.so for every Android ABI (16 KB aligned from 5.17).
     implementation("net.java.dev.jna:jna:5.17.0@aar")
+    // The generated Android-flavour bindings annotate API-level checks (@RequiresApi).
+    implementation("androidx.annotation:annotation:1.9.1")
 }
 
 val cargoBuild by tasks.registering(Exec::class) {
     description = "Builds libtern_ffi.so for each ABI with cargo-ndk"
     workingDir = repoRoot
-    inputs.files(fileTree(repoRoot.resolve("sdk/core/src")), fileTree(repoRoot.resolve("bindings/ffi/src")))
-    inputs.files(repoRoot.resolve("Cargo.toml"), repoRoot.resolve("Cargo.lock"))
+    // Everything the library is built from: each crate's sources, manifest and build script,
+    // the workspace's manifest, lock file and cargo configuration.
+    for (crate in listOf("sdk/core", "sdk/store", "bindings/ffi")) {
+        inputs.files(fileTree(repoRoot.resolve(crate)) { exclude("tests/**", "benches/**", "examples/**") })
+    }
+    inputs.files(repoRoot.resolve("Cargo.toml"), repoRoot.resolve("Cargo.lock"), repoRoot.resolve(".cargo/config.toml"))
     outputs.dir(jniLibsDir)
     val ndkDir = android.ndkDirectory
     doFirst { environment("ANDROID_NDK_HOME", ndkDir.absolutePath) }

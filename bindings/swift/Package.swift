@@ -5,7 +5,8 @@
 // Both generated parts come from build-xcframework.sh (run it on a Mac first):
 //   TernFFI.xcframework              static libraries for iOS, the iOS simulator and macOS
 //   Sources/Tern/Generated/Tern.swift
-// A release build of the script also prints the zip and checksum for a remote binaryTarget.
+// Apps that add Tern by URL get the repository root's Package.swift, the same package with the
+// published XCFramework (release.sh).
 
 import PackageDescription
 
@@ -18,6 +19,6 @@ let package = Package(
     targets: [
         .binaryTarget(name: "TernFFI", path: "TernFFI.xcframework"),
         // Swift 6 language mode (complete concurrency checking), as the Linux tests compile it.
-        .target(name: "Tern", dependencies: ["TernFFI"], path: "Sources/Tern"),
+        .target(name: "Tern", dependencies: ["TernFFI"], path: "Sources/Tern", resources: [.copy("PrivacyInfo.xcprivacy")]),
     ]
 )

@@ -39,3 +39,16 @@ in_chroot "
 
 step "running the Swift suite"
 in_chroot "cd $INSIDE && LD_LIBRARY_PATH=$INSIDE:$INSIDE/ffi ./tern-tests /mnt/tern/models/$(basename "$MODEL") prompts.tsv answers"
+
+# The root Package.swift (what apps add by URL) as SwiftPM reads it: the local XCFramework until
+# a release writes the published one, which release.sh's edit then selects.
+step "reading the root Package.swift (swift package dump-package)"
+PKG=$INSIDE/package
+rm -rf "$CHROOT$PKG" && mkdir -p "$CHROOT$PKG/bindings/swift/Sources/Tern"
+cp "$ROOT/Package.swift" "$CHROOT$PKG/"
+cp "$ROOT/bindings/swift/Sources/Tern/PrivacyInfo.xcprivacy" "$CHROOT$PKG/bindings/swift/Sources/Tern/"
+dump() { in_chroot "cd $PKG && HOME=$INSIDE swift package dump-package"; }
+dump | grep -q '"path" : "bindings/swift/TernFFI.xcframework"' || { echo "error: the root package does not use the local XCFramework" >&2; exit 1; }
+sed -i -E 's|^let published: \(url: String, checksum: String\)\? = .*|let published: (url: String, checksum: String)? = (url: "https://example.invalid/TernFFI.xcframework.zip", checksum: "0000")|' "$CHROOT$PKG/Package.swift"
+dump | grep -q '"url" : "https://example.invalid/TernFFI.xcframework.zip"' || { echo "error: a released root package does not use the published XCFramework" >&2; exit 1; }
+echo "the root Package.swift reads both ways"
