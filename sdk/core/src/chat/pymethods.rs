@@ -134,7 +134,7 @@ fn str_method(state: &State, value: &Value, method: &str, args: &[Value]) -> Res
         }
         "splitlines" => {
             a.at_most(0, method)?;
-            Value::from(s.lines().map(str::to_owned).collect::<Vec<_>>())
+            Value::from(split_lines(s))
         }
         "upper" => {
             a.at_most(0, method)?;
@@ -203,6 +203,24 @@ fn str_predicate(s: &str, method: &str) -> bool {
         "islower" => s.chars().any(char::is_lowercase) && !s.chars().any(char::is_uppercase),
         _ => s.chars().any(char::is_uppercase) && !s.chars().any(char::is_lowercase),
     }
+}
+
+/// `str.splitlines()`: Python's line boundaries (`\r\n` counts once), no trailing empty line.
+fn split_lines(s: &str) -> Vec<String> {
+    let boundary = |c: char| {
+        matches!(c, '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    };
+    let mut lines = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(boundary) {
+        lines.push(rest[..i].to_owned());
+        let skip = if rest[i..].starts_with("\r\n") { 2 } else { rest[i..].chars().next().map_or(1, char::len_utf8) };
+        rest = &rest[i + skip..];
+    }
+    if !rest.is_empty() {
+        lines.push(rest.to_owned());
+    }
+    lines
 }
 
 /// `str.split(sep, maxsplit)` / `rsplit` with an explicit separator.

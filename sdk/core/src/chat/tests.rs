@@ -104,6 +104,8 @@ fn python_string_methods() {
         "HI THEREhi thereHello WorldHellobba252a-bTrueFalse"
     );
     assert_eq!(render("{{ 'a b'.split(maxsplit=0) }}"), "['a b']");
+    // Python's line boundaries: "\r\n" once, "\r", "\x0b", U+2028; no empty last line.
+    assert_eq!(render("{{ 'a\r\nb\rc\x0bd\u{2028}e\n'.splitlines() }}"), "['a', 'b', 'c', 'd', 'e']");
 }
 
 #[test]
