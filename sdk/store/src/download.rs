@@ -67,6 +67,14 @@ impl Default for DownloadOptions {
 /// Progress is reported at most once per this many bytes (and at the end).
 const PROGRESS_STEP: u64 = 1 << 20;
 
+/// Whose certificates HTTPS trusts: the platform's verifier (see Cargo.toml), else the bundled
+/// Mozilla roots.
+fn tls_config() -> ureq::tls::TlsConfig {
+    let roots =
+        if cfg!(target_os = "android") { ureq::tls::RootCerts::WebPki } else { ureq::tls::RootCerts::PlatformVerifier };
+    ureq::tls::TlsConfig::builder().root_certs(roots).build()
+}
+
 /// How one transfer attempt ended badly.
 enum Failure {
     /// Worth resuming: the connection broke or the server had a passing problem.
@@ -174,6 +182,7 @@ fn fetch_here(
     }
 
     let agent: ureq::Agent = ureq::Agent::config_builder()
+        .tls_config(tls_config())
         .http_status_as_error(false)
         .timeout_connect(Some(opts.connect_timeout))
         .timeout_recv_response(Some(opts.stall_timeout))
@@ -311,6 +320,11 @@ fn classify(e: ureq::Error) -> Failure {
             Failure::Fatal(StoreError::BadResponse(format!("the response's headers are too large ({e})")))
         }
         E::Protocol(_) => Failure::Fatal(StoreError::BadResponse(format!("the answer is not HTTP ({e})"))),
+        // TLS refused the connection (an untrusted or invalid certificate): retrying cannot help.
+        E::Rustls(_) => Failure::Fatal(StoreError::Network(format!("the secure connection failed: {e}"))),
+        E::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            Failure::Fatal(StoreError::Network(format!("the secure connection failed: {io}")))
+        }
         E::Timeout(_) | E::Io(_) | E::ConnectionFailed | E::HostNotFound | E::BodyStalled => {
             Failure::Transient(StoreError::Network(e.to_string()))
         }
