@@ -79,7 +79,7 @@ struct TripPlan: Generable {
     static let jsonSchema = """
         {"type": "object",
          "properties": {"city": {"type": "string", "maxLength": 40}, "days": {"type": "integer", "minimum": 1, "maximum": 30}},
-         "required": ["city", "days"]}
+         "required": ["city", "days"], "additionalProperties": false}
         """
 }
 

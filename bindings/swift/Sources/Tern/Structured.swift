@@ -27,8 +27,9 @@ extension Session {
 /// struct Trip: Generable {
 ///     let city: String
 ///     let days: Int
-///     static let jsonSchema = #"{"type": "object", "properties": {"city": {"type": "string"},"#
-///         + #" "days": {"type": "integer", "minimum": 1, "maximum": 30}}, "required": ["city", "days"]}"#
+///     static let jsonSchema = #"{"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},"#
+///         + #" "days": {"type": "integer", "minimum": 1, "maximum": 30}},"#
+///         + #" "required": ["city", "days"], "additionalProperties": false}"#
 /// }
 /// let trip = try await session.generate("Plan a trip to Lyon.", as: Trip.self)
 /// ```

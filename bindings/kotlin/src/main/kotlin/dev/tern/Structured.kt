@@ -12,8 +12,9 @@ import kotlinx.coroutines.flow.flow
  * ```kotlin
  * data class Trip(val city: String, val days: Int) {
  *     companion object : Generable<Trip> {
- *         override val jsonSchema = """{"type": "object", "properties": {"city": {"type": "string"},
- *             "days": {"type": "integer", "minimum": 1, "maximum": 30}}, "required": ["city", "days"]}"""
+ *         override val jsonSchema = """{"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+ *             "days": {"type": "integer", "minimum": 1, "maximum": 30}},
+ *             "required": ["city", "days"], "additionalProperties": false}"""
  *         override fun decode(json: String) = JSONObject(json).let { Trip(it.getString("city"), it.getInt("days")) }
  *     }
  * }
