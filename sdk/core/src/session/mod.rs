@@ -314,40 +314,35 @@ impl Session {
     /// Sends a user message; the answer streams from the returned generation and joins the
     /// conversation when it ends (also when cancelled, with what was generated until then).
     pub fn send(&mut self, user_text: &str) -> Result<Generation<'_>> {
-        self.send_message(Message { role: Role::User, content: user_text.to_owned() })
+        self.send_message(Message { role: Role::User, content: user_text.to_owned() }, None)
     }
 
     /// Answers the last answer's [`tool_call`](Self::tool_call) with its result (a tool message)
     /// and generates the model's next answer.
     pub fn send_tool_result(&mut self, content: &str) -> Result<Generation<'_>> {
-        self.send_message(Message { role: Role::Tool, content: content.to_owned() })
+        self.send_message(Message { role: Role::Tool, content: content.to_owned() }, None)
     }
 
     /// Sends a user message whose answer must match `grammar`: this answer only, with the
     /// session's own grammar and tools set aside for it (their definitions stay in the prompt).
     /// A grammar that cannot be used is an [`Error::Grammar`] here, and nothing is sent.
     pub fn send_matching(&mut self, user_text: &str, grammar: &Grammar) -> Result<Generation<'_>> {
-        let grammar = self.engine.compile_grammar(grammar)?;
-        let message = Message { role: Role::User, content: user_text.to_owned() };
-        let (ids, dropped) = self.fitting_prompt(&message)?;
-        self.start(ids, Some((message, dropped)), Some(grammar.start()))
+        self.send_message(Message { role: Role::User, content: user_text.to_owned() }, Some(grammar))
     }
 
     /// Answers the last answer's tool call like [`Self::send_tool_result`], but the model must
     /// answer in text this time: the last round of a bounded tool loop.
     pub fn send_last_tool_result(&mut self, content: &str) -> Result<Generation<'_>> {
-        if self.tools.is_none() {
-            return self.send_tool_result(content);
-        }
-        let text_only = self.engine.compile_grammar(&tools::text_answer_grammar())?;
-        let message = Message { role: Role::Tool, content: content.to_owned() };
-        let (ids, dropped) = self.fitting_prompt(&message)?;
-        self.start(ids, Some((message, dropped)), Some(text_only.start()))
+        let text_only = self.tools.as_ref().map(|_| tools::text_answer_grammar());
+        self.send_message(Message { role: Role::Tool, content: content.to_owned() }, text_only.as_ref())
     }
 
-    fn send_message(&mut self, message: Message) -> Result<Generation<'_>> {
+    /// Sends `message`, its answer under `grammar` if given (compiled first: a grammar that
+    /// cannot be used refuses the request before anything changes).
+    fn send_message(&mut self, message: Message, grammar: Option<&Grammar>) -> Result<Generation<'_>> {
+        let own = grammar.map(|g| self.engine.compile_grammar(g)).transpose()?;
         let (ids, dropped) = self.fitting_prompt(&message)?;
-        self.start(ids, Some((message, dropped)), None)
+        self.start(ids, Some((message, dropped)), own.as_ref().map(CompiledGrammar::start))
     }
 
     /// The token ids sending `message` now would prefill: the whole conversation rendered by the
@@ -405,8 +400,7 @@ impl Session {
         let a = self.prompt_ids(&Message::user("a"))?;
         let b = self.prompt_ids(&Message::user("b"))?;
         let prefix = &a[..a.iter().zip(&b).take_while(|(x, y)| x == y).count()];
-        let common = self.cached.iter().zip(prefix).take_while(|(x, y)| x == y).count();
-        let keep = self.kv.rollback_len(common.min(self.cached.len()));
+        let keep = self.reusable_prefix(prefix, prefix.len());
         self.cached.truncate(keep);
         self.kv.truncate(keep);
         self.check_fits(prefix.len())?;
@@ -454,6 +448,13 @@ impl Session {
         self.start(ids.to_vec(), None, None)
     }
 
+    /// How much of the cache `prompt` can keep, at most `limit` tokens: the common prefix, or
+    /// less in a cache with state layers, which can only go back to a saved length.
+    fn reusable_prefix(&self, prompt: &[u32], limit: usize) -> usize {
+        let common = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        self.kv.rollback_len(common.min(limit).min(self.cached.len()))
+    }
+
     fn check_fits(&self, prompt_len: usize) -> Result<()> {
         // The prompt plus at least one generated token must fit.
         if prompt_len + 1 > self.kv.capacity() {
@@ -473,9 +474,7 @@ impl Session {
     ) -> Result<Generation<'_>> {
         // Reuse the longest cached prefix, but always recompute the last prompt token: its
         // logits are what the first answer token is sampled from.
-        let common = self.cached.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
-        // A cache with state layers can only go back to a saved length: the nearest at most that.
-        let keep = self.kv.rollback_len(common.min(prompt.len() - 1).min(self.cached.len()));
+        let keep = self.reusable_prefix(&prompt, prompt.len() - 1);
         if let Some(spec) = &mut self.spec {
             spec.begin(&self.engine, &prompt, keep)?;
         }
