@@ -2,6 +2,7 @@
 //! engine's internals through `tern`'s `lab` feature.
 
 mod acceptance_data;
+mod bandwidth;
 mod bench_workloads;
 mod drafts;
 mod pass_cost;
@@ -31,6 +32,8 @@ enum Command {
     PassCost(pass_cost::PassCostArgs),
     /// The energy tuner on the simulated phones, against an exhaustive search.
     TuneSimulated(tune_simulated::TuneSimulatedArgs),
+    /// A plain read over a buffer far larger than the caches (GB/s), the yardstick of decode.
+    Bandwidth(bandwidth::BandwidthArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::AcceptanceData(a) => acceptance_data::run(a),
         Command::PassCost(a) => pass_cost::run(a),
         Command::TuneSimulated(a) => tune_simulated::run(a),
+        Command::Bandwidth(a) => bandwidth::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
