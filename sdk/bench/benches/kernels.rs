@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use half::f16;
-use tern::quant::packed::PackedMatrix;
+use tern::quant::packed::{OutRows, PackedMatrix};
 use tern::quant::{available_kernels, reference, KvHeadRows, KEY_GROUP};
 use tern_bench::{activations, packed_activations, weight_samples};
 
@@ -75,7 +75,17 @@ fn packed_gemv_and_gemm(c: &mut Criterion) {
                 let id = BenchmarkId::new(s.ty.name(), format!("{}:{} {}x{}", s.model, s.tensor, s.rows, s.cols));
                 let tiles = m.tiles_for_rows(0, s.rows);
                 g.bench_function(id, |b| {
-                    b.iter(|| (m.kernel)(s.cols, black_box(tiles), s.rows, act.as_bytes(), n_tok, &mut out, s.rows))
+                    b.iter(|| {
+                        (m.kernel)(
+                            s.cols,
+                            black_box(tiles),
+                            s.rows,
+                            act.as_bytes(),
+                            n_tok,
+                            OutRows::of(&mut out),
+                            s.rows,
+                        )
+                    })
                 });
             }
             g.finish();

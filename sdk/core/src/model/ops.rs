@@ -1,8 +1,6 @@
 //! Element-wise and reduction kernels of the forward pass, and the threaded matrix product.
 
-use std::cell::RefCell;
-
-use crate::quant::packed::PackedAct;
+use crate::quant::packed::{OutRows, PackedAct};
 use crate::quant::{GgmlType, Kernels};
 use crate::runtime::ThreadPool;
 
@@ -356,11 +354,6 @@ impl Job {
     }
 }
 
-thread_local! {
-    /// A thread's token-major tile of packed-kernel outputs.
-    static OUT_TILE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-}
-
 /// Rows `r0..r1` of one product for every token.
 fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize, r0: usize, r1: usize) {
     let (rows, cols, o) = (p.w.rows, p.w.cols, job.out);
@@ -369,28 +362,22 @@ fn run_task(kernels: &Kernels, file: &[u8], p: &Product, job: &Job, n_tok: usize
     let dst = |t: usize, r0: usize, n: usize| unsafe { std::slice::from_raw_parts_mut(o.get().add(t * rows + r0), n) };
     if let Some(m) = p.w.packed() {
         if n_tok == 1 {
-            (m.kernel)(cols, m.tiles_for_rows(r0, r1), r1 - r0, act(0, 1), 1, dst(0, r0, r1 - r0), r1 - r0);
+            (m.kernel)(cols, m.tiles_for_rows(r0, r1), r1 - r0, act(0, 1), 1, OutRows::of(dst(0, r0, r1 - r0)), r1 - r0);
             return;
         }
-        // Several tokens: a few tiles at a time into the thread's tile, then copied to place.
+        // Several tokens: a few tiles at a time, each over the tokens in groups that stay in
+        // the core's cache, written straight into place.
         const ROWS: usize = 64;
         let step = (ROWS / m.tile_rows).max(1) * m.tile_rows;
-        OUT_TILE.with(|tile| {
-            let mut tile = tile.borrow_mut();
-            // Grown once per thread, not cleared per task: the kernel writes what is copied.
-            let stride = step.max(ROWS);
-            tile.resize(stride * TOKENS_PER_TILE, 0.0);
-            for g0 in (r0..r1).step_by(step) {
-                let g1 = (g0 + step).min(r1);
-                for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
-                    let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
-                    (m.kernel)(cols, m.tiles_for_rows(g0, g1), g1 - g0, act(t0, t1), t1 - t0, &mut tile, stride);
-                    for t in t0..t1 {
-                        dst(t, g0, g1 - g0).copy_from_slice(&tile[(t - t0) * stride..(t - t0) * stride + g1 - g0]);
-                    }
-                }
+        for g0 in (r0..r1).step_by(step) {
+            let g1 = (g0 + step).min(r1);
+            for t0 in (0..n_tok).step_by(TOKENS_PER_TILE) {
+                let t1 = (t0 + TOKENS_PER_TILE).min(n_tok);
+                // SAFETY: rows g0..g1 of tokens t0..t1 are this task's; out holds n_tok * rows.
+                let out = unsafe { OutRows::from_raw(o.get().add(t0 * rows + g0), (t1 - t0 - 1) * rows + g1 - g0) };
+                (m.kernel)(cols, m.tiles_for_rows(g0, g1), g1 - g0, act(t0, t1), t1 - t0, out, rows);
             }
-        });
+        }
         return;
     }
     let weights = p.w.rows(file, r0, r1);

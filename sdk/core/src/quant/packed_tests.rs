@@ -2,7 +2,7 @@
 //! layout, bit-identical whatever the batch, and safe on bad sizes.
 
 use super::blocks::*;
-use super::packed::{ActOffsets, PackedAct, PackedMatrix, Packing};
+use super::packed::{ActOffsets, OutRows, PackedAct, PackedMatrix, Packing};
 use super::tests::*;
 use super::*;
 
@@ -138,7 +138,7 @@ fn packed_kernels_match_reference() {
                     let a = packed_acts(p, ty, &c.xs);
                     let stride = rows + 3;
                     let mut out = vec![f32::NAN; (n_tok - 1) * stride + rows + 2];
-                    (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), n_tok, &mut out, stride);
+                    (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), n_tok, OutRows::of(&mut out), stride);
                     for (i, &o) in out.iter().enumerate() {
                         let (t, r) = (i / stride, i % stride);
                         if t >= n_tok || r >= rows {
@@ -178,7 +178,7 @@ fn packed_results_do_not_depend_on_the_batch() {
                 let a = packed_acts(p, ty, &c.xs);
                 let rb = p.act_row_bytes(ty, cols).unwrap();
                 let mut all = vec![0f32; n_tok * rows];
-                (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), n_tok, &mut all, rows);
+                (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), n_tok, OutRows::of(&mut all), rows);
                 for t in 0..n_tok {
                     let mut one = vec![0f32; rows];
                     (m.kernel)(
@@ -187,7 +187,7 @@ fn packed_results_do_not_depend_on_the_batch() {
                         rows,
                         &a.as_bytes()[t * rb..(t + 1) * rb],
                         1,
-                        &mut one,
+                        OutRows::of(&mut one),
                         rows,
                     );
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -201,7 +201,7 @@ fn packed_results_do_not_depend_on_the_batch() {
                         r1 - r0,
                         &a.as_bytes()[t * rb..(t + 1) * rb],
                         1,
-                        &mut part,
+                        OutRows::of(&mut part),
                         r1 - r0,
                     );
                     assert_eq!(bits(&part), bits(&one[r0..r1]), "{} {} token {t}, one tile", k.isa, ty.name());
@@ -247,7 +247,7 @@ fn packed_kernels_are_exact_at_extreme_quants() {
             let m = pack(p, ty, rows, cols, c.w.as_bytes());
             let a = packed_acts(p, ty, &c.xs);
             let mut out = vec![f32::NAN; c.xs.len() * rows];
-            (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), c.xs.len(), &mut out, rows);
+            (m.kernel)(cols, m.tiles_for_rows(0, rows), rows, a.as_bytes(), c.xs.len(), OutRows::of(&mut out), rows);
             for (i, &o) in out.iter().enumerate() {
                 let (t, r) = (i / rows, i % rows);
                 let (want, tol) = c.want(r, t);
@@ -274,7 +274,7 @@ fn packed_kernels_refuse_bad_sizes() {
             let fresh = || vec![f32::NAN; n_tok * rows];
             let untouched = |v: &[f32]| v.iter().all(|x| x.is_nan());
             let run = |cols: usize, tiles: &[u8], act: &[u8], n_tok: usize, out: &mut [f32], stride: usize| {
-                (m.kernel)(cols, tiles, rows, act, n_tok, out, stride)
+                (m.kernel)(cols, tiles, rows, act, n_tok, OutRows::of(out), stride)
             };
             let mut out = fresh();
             run(cols, &tiles[..tiles.len() - 1], a.as_bytes(), n_tok, &mut out, rows);

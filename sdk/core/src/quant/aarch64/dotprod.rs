@@ -7,7 +7,7 @@
 use std::arch::aarch64::*;
 
 use super::tile8::{BlockLayout, TileWalk, GROUP, ROWS};
-use crate::quant::packed::ActRow as Act;
+use crate::quant::packed::{ActRow as Act, OutRows};
 use crate::quant::GgmlType;
 
 /// The `sdot` dot product.
@@ -163,7 +163,7 @@ unsafe fn drive<K: TileKernel>(
     n_rows: usize,
     act: &[u8],
     n_tok: usize,
-    out: &mut [f32],
+    mut out: OutRows<'_>,
     stride: usize,
 ) {
     let Some(walk) = TileWalk::new(K::TY, cols, tiles, n_rows, act) else { return };
@@ -173,7 +173,7 @@ unsafe fn drive<K: TileKernel>(
             ($e:literal) => {{
                 let a: [Act; $e] = std::array::from_fn(|e| walk.act(t + e));
                 for (e, sums) in K::tile::<$e>(tile.as_ptr(), walk.nb, &walk.o, &a).iter().enumerate() {
-                    out[(t + e) * stride + r0..][..valid].copy_from_slice(&sums[..valid]);
+                    out.segment((t + e) * stride + r0, valid).copy_from_slice(&sums[..valid]);
                 }
                 t += $e;
             }};

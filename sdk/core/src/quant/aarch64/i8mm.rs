@@ -17,7 +17,7 @@ pub use super::dotprod::*;
 use super::tile8::{BlockLayout, TileWalk, ROWS};
 use super::{fp16, fp16x8, load_i8x32, q4k_min_sum, q4k_quants, q6k_quants, Act32, Block32, KQuant};
 use crate::quant::blocks::*;
-use crate::quant::packed::ActRow as Act;
+use crate::quant::packed::{ActRow as Act, OutRows};
 use crate::quant::GgmlType;
 
 /// `acc + a · bᵀ` for the 2 × 8 signed byte matrices `a` and `b` (one row per 8-byte half):
@@ -364,7 +364,7 @@ unsafe fn drive_pairs<K: PairKernel>(
     n_rows: usize,
     act: &[u8],
     n_tok: usize,
-    out: &mut [f32],
+    mut out: OutRows<'_>,
     stride: usize,
 ) {
     let Some(walk) = TileWalk::new(K::TY, cols, tiles, n_rows, act) else { return };
@@ -376,7 +376,7 @@ unsafe fn drive_pairs<K: PairKernel>(
                 for (l, &x) in lanes(v).iter().enumerate() {
                     let r = 2 * p + l / 2;
                     if r < valid {
-                        out[tok[l % 2] * stride + r0 + r] = x;
+                        out.segment(tok[l % 2] * stride + r0 + r, 1)[0] = x;
                     }
                 }
             }

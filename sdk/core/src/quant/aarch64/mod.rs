@@ -787,7 +787,7 @@ macro_rules! tile_entries {
     ($drive:ident: $($name:ident => $kernel:ty;)*) => {$(
         /// `out[t * stride + r] = row r · token t` on 8-row tiles (extents checked by the caller).
         #[target_feature(enable = "neon")]
-        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: $crate::quant::packed::OutRows<'_>, stride: usize) {
             $drive::<$kernel>(cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};

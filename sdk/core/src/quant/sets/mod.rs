@@ -161,8 +161,8 @@ macro_rules! packing {
         fn packed_mat_mat(ty: GgmlType) -> Option<$crate::quant::packed::PackedMatMatFn> {
             match ty {
                 $(GgmlType::$T => Some({
-                    fn mm(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
-                        if $crate::quant::sets::packed_mat_mat_bytes(&PACKING, GgmlType::$T, cols, tiles, n_rows, act, n_tok, out, stride) {
+                    fn mm(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: $crate::quant::packed::OutRows<'_>, stride: usize) {
+                        if $crate::quant::sets::packed_mat_mat_bytes(&PACKING, GgmlType::$T, cols, tiles, n_rows, act, n_tok, out.len(), stride) {
                             // SAFETY: CPU features checked before the set is handed out; extents above.
                             unsafe { k::$kernel(cols, tiles, n_rows, act, n_tok, out, stride) }
                         }
@@ -187,7 +187,7 @@ pub(super) fn packed_mat_mat_bytes(
     n_rows: usize,
     act: &[u8],
     n_tok: usize,
-    out: &[f32],
+    out_len: usize,
     stride: usize,
 ) -> bool {
     let (Some(tb), Some(ab)) = ((p.tile_bytes)(ty, cols), p.act_row_bytes(ty, cols)) else {
@@ -199,7 +199,7 @@ pub(super) fn packed_mat_mat_bytes(
     let tiles_ok = n_rows.div_ceil(p.tile_rows).checked_mul(tb).is_some_and(|need| tiles.len() >= need);
     let act_ok = n_tok.checked_mul(ab).is_some_and(|need| act.len() >= need);
     let out_ok =
-        (n_tok - 1).checked_mul(stride).and_then(|v| v.checked_add(n_rows)).is_some_and(|need| out.len() >= need);
+        (n_tok - 1).checked_mul(stride).and_then(|v| v.checked_add(n_rows)).is_some_and(|need| out_len >= need);
     tiles_ok && act_ok && out_ok
 }
 

@@ -414,7 +414,7 @@ unsafe fn q6k_slice<const E: usize, const H: usize, const K: usize>(
 macro_rules! entry {
     ($($name:ident => $micro:ident, $ty:expr, $emax:literal, [$($tail:literal)*];)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
-        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: $crate::quant::packed::OutRows<'_>, stride: usize) {
             drive!(tile8, $micro, $emax, [$($tail)*], $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};

@@ -73,7 +73,7 @@ macro_rules! drive {
         let ao = ActOffsets::new(PackedAct::of($ty).unwrap_or(PackedAct::Q8x32), cols);
         let nb = cols / $ty.block_size();
         let Some(to) = $layout::block_layout($ty) else { return };
-        let (tiles, act, out): (&[u8], &[u8], &mut [f32]) = ($tiles, $act, $out);
+        let (tiles, act, mut out): (&[u8], &[u8], $crate::quant::packed::OutRows<'_>) = ($tiles, $act, $out);
         let act_row = |t: usize| ActRow::new(act.as_ptr().add(t * ab), &ao);
         let out_ptr = out.as_mut_ptr();
         for tile in 0..n_rows.div_ceil($layout::ROWS) {

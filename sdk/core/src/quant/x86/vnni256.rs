@@ -199,7 +199,7 @@ macro_rules! vnni256_kernels {
     // Entry points (sizes checked by the caller, see the module documentation).
     (@entry $features:literal; $($name:ident => $micro:ident, $ty:expr;)*) => {$(
         #[target_feature(enable = $features)]
-        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: &mut [f32], stride: usize) {
+        pub unsafe fn $name(cols: usize, tiles: &[u8], n_rows: usize, act: &[u8], n_tok: usize, out: $crate::quant::packed::OutRows<'_>, stride: usize) {
             drive!(tile8, $micro, 4, [3 2 1], $ty, cols, tiles, n_rows, act, n_tok, out, stride)
         }
     )*};
