@@ -26,8 +26,9 @@ pub struct BenchArgs {
     /// Prompt length for the prefill test
     #[arg(long, short = 'p', default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
     pub prompt_tokens: u64,
-    /// Tokens to generate for the decode test
-    #[arg(long, short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Tokens to generate for the decode test (at least 2: the first comes from the prompt's
+    /// pass, and decode is timed over the rest)
+    #[arg(long, short = 'n', default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
     pub gen_tokens: u64,
     /// Worker threads [default: chosen by the engine]
     #[arg(long, short = 't', value_parser = clap::value_parser!(u64).range(1..=1024))]
