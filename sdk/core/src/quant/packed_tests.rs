@@ -61,7 +61,9 @@ fn packing_sets_pack_every_packable_type() {
 fn packed_activations_hold_ggml_quants() {
     let mut rng = Rng(21);
     let mut rows = tricky_rows();
+    // 32 blocks, and 56 (the AVX-512 quantizer's groups of 16 with a tail).
     rows.push(activations(&mut rng, 1024));
+    rows.push(activations(&mut rng, 1792));
     for (k, p) in packing_sets() {
         for x in &rows {
             let n = x.len();

@@ -2,7 +2,7 @@
 //! weights are repacked; on ggml's layout (repacking off) the AVX2 kernels, which every
 //! AVX-512 CPU runs; its own attention chunk (`x86::avx512_attn`).
 
-use super::avx2::{avx2_rows, q8_k, q8x32};
+use super::avx2::{avx2_rows, q8_k};
 use super::*;
 use crate::quant::x86::avx512 as k;
 use crate::quant::x86::tile16 as tile;
@@ -26,6 +26,12 @@ pub(in crate::quant) static AVX512: Kernels = {
 };
 
 const LAYOUT: &str = "x86-vnni-16";
+
+/// Q8x32 activation rows by the AVX-512 quantizer. Sound: this set is handed out only where
+/// AVX-512 F/BW/VL are.
+fn q8x32(x: &[f32], out: &mut [u8]) {
+    unsafe { crate::quant::x86::avx512_act::quantize_q8x32(x, out) }
+}
 
 packing! { pack_tile, q8x32, q8_k;
     Q4_0 => mat_mat_q4_0;

@@ -7,6 +7,7 @@
 //! - `avx512`: AVX-512 F/BW/VL + VNNI on weights repacked into 16-row tiles (`tile16`, the
 //!   layout; [`super::packed`], the abstraction); compiled only with Rust 1.89 or newer (see
 //!   `build.rs`).
+//! - `avx512_act`: the AVX-512 set's activation quantizer (16 blocks' scalars per vector).
 //! - `vnni256`: 256-bit `vpdpbusd` kernels on the AVX2 set's 8-row tiles, built for AVX-VNNI
 //!   (VEX) and for AVX-512 VNNI (EVEX); compiled only with Rust 1.89 or newer, like `avx512`.
 //! - [`tiles`]: what both tile layouts and their kernels share (block field offsets, activation
@@ -21,6 +22,9 @@ pub mod tiles;
 #[cfg(tern_avx512)]
 #[clippy::msrv = "1.89"]
 pub mod avx512;
+#[cfg(tern_avx512)]
+#[clippy::msrv = "1.89"]
+pub mod avx512_act;
 #[cfg(tern_avx512)]
 #[clippy::msrv = "1.89"]
 pub mod avx512_attn;
