@@ -65,32 +65,6 @@ pub(crate) fn add_bias(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-#[inline]
-fn gelu_tanh_exact(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh())
-}
-
-/// GELU (tanh form) through a table over all f16 inputs, as ggml computes it: the reference
-/// outputs this engine is held to were produced that way, and a lookup is cheaper than tanh.
-#[inline]
-pub(crate) fn gelu_tanh(x: f32) -> f32 {
-    if x <= -10.0 {
-        0.0
-    } else if x >= 10.0 {
-        x
-    } else {
-        gelu_table()[half::f16::from_f32(x).to_bits() as usize].to_f32()
-    }
-}
-
-fn gelu_table() -> &'static [half::f16] {
-    static TABLE: std::sync::OnceLock<Vec<half::f16>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..=u16::MAX).map(|bits| half::f16::from_f32(gelu_tanh_exact(half::f16::from_bits(bits).to_f32()))).collect()
-    })
-}
-
 /// Raw pointer that tasks on different threads write through at disjoint indices.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedMut<T>(*mut T);

@@ -36,6 +36,7 @@ pub struct Kernels {
     pub(in crate::quant) f16_dot: fn(&[f16], &[f32]) -> f32,
     pub(in crate::quant) f16_axpy: fn(f32, &[f16], &mut [f32]),
     pub(in crate::quant) silu_mul: fn(&mut [f32], &[f32]),
+    pub(in crate::quant) gelu_mul: fn(&mut [f32], &[f32]),
     pub(in crate::quant) attn_chunk: AttnChunkFn,
     pub(in crate::quant) packing: Option<&'static Packing>,
 }
@@ -72,6 +73,11 @@ impl Kernels {
     /// SwiGLU's `gate[i] = silu(gate[i]) * up[i]`; the shorter length.
     pub(crate) fn silu_mul(&self) -> fn(&mut [f32], &[f32]) {
         self.silu_mul
+    }
+
+    /// GeGLU's `gate[i] = gelu(gate[i]) * up[i]` (ggml's f16 table); the shorter length.
+    pub(crate) fn gelu_mul(&self) -> fn(&mut [f32], &[f32]) {
+        self.gelu_mul
     }
 
     /// f32 row -> activation format `act` (`Q8_0`, `Q8_1`, `Q8_K`, or `F32`, which copies).

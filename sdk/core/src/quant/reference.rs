@@ -320,6 +320,39 @@ pub(crate) fn silu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// GeGLU's product: `gate[i] = gelu(gate[i]) * up[i]` with GELU's tanh form through a table over
+/// every f16 input, as ggml computes it (the reference outputs were produced so, and a lookup is
+/// cheaper than tanh): 0 at or below -10, the input at or above 10. The shorter length.
+pub(crate) fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let y = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            table[f16::from_f32(x).to_bits() as usize].to_f32()
+        };
+        *g = y * u;
+    }
+}
+
+/// GELU's tanh form at every f16 value, rounded to f16, indexed by the input's bits; one entry
+/// more (0), so that a vector gather of 32-bit words at 2-byte steps stays inside.
+pub(crate) fn gelu_table() -> &'static [f16; 65537] {
+    static TABLE: std::sync::OnceLock<Box<[f16; 65537]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        let gelu = |x: f32| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x)).tanh());
+        let mut t = Box::new([f16::ZERO; 65537]);
+        for (bits, v) in t.iter_mut().take(65536).enumerate() {
+            *v = f16::from_f32(gelu(f16::from_bits(bits as u16).to_f32()));
+        }
+        t
+    })
+}
+
 /// `y += a * x` over an f16 row (attention's weighted sum of value rows).
 pub(crate) fn axpy_f16_f32(a: f32, x: &[f16], y: &mut [f32]) {
     for (y, x) in y.iter_mut().zip(x) {

@@ -901,6 +901,33 @@ fn e4m3_rows_round_to_nearest_code() {
 }
 
 #[test]
+fn gelu_mul_matches_reference() {
+    // Ordinary activations; the clamps at ±10 and either side of them; f16's overflow (65520
+    // rounds to infinity) and underflow; infinities and NaN.
+    let mut rng = Rng(0x6e1);
+    let mut gate: Vec<f32> = activations(&mut rng, 203).iter().map(|x| x * 4.0).collect();
+    gate.extend([0.0, -0.0, 10.0, -10.0, 9.999, -9.999, 10.001, -10.001, 65520.0, -65520.0, 1e-8, -1e-8]);
+    gate.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 3.0e-5, -6.1e-5, 0.5, -0.5, 2.75, -2.75]);
+    let up = activations(&mut rng, gate.len());
+    let mut want = gate.clone();
+    r::gelu_mul(&mut want, &up);
+    // The table is GELU's tanh form: gelu(1) = 0.8412, gelu(-1) = -0.1588 (to f16 precision).
+    let mut ones = [1.0, -1.0];
+    r::gelu_mul(&mut ones, &[1.0, 1.0]);
+    assert!((ones[0] - 0.8412).abs() < 1e-3 && (ones[1] + 0.1588).abs() < 1e-3, "{ones:?}");
+    for k in available_kernels() {
+        for len in [gate.len(), 7, 1] {
+            let mut got = gate[..len].to_vec();
+            (k.gelu_mul())(&mut got, &up[..len]);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                assert!(same, "{} i={i} x={}: {g} vs {w}", k.isa, gate[i]);
+            }
+        }
+    }
+}
+
+#[test]
 fn silu_mul_matches_reference() {
     // Ordinary activations, large ones of both signs (e^-x overflowing or vanishing), zeros.
     let mut rng = Rng(0x5117);

@@ -19,7 +19,6 @@ use super::super::blocks::norm::RmsNorm;
 use super::super::blocks::rope::{Rope, RopeId, RopeStyle};
 use super::super::blocks::{self, LogitMap, Pass};
 use super::super::hparams::{HeadShape, Hparams};
-use super::super::ops;
 use super::super::scratch::grow;
 use super::super::state::LayerCache;
 use super::super::weights::{load_vector, Matrix};
@@ -206,9 +205,7 @@ impl blocks::Layer for Layer {
         e.project(&mut s.qin, &self.inp_gate, n, &s.x, &mut s.gate);
         for t in 0..n {
             let inp = &s.per_layer[t * all + self.index * w..t * all + (self.index + 1) * w];
-            for (g, &i) in s.gate[t * w..(t + 1) * w].iter_mut().zip(inp) {
-                *g = ops::gelu_tanh(*g) * i;
-            }
+            (e.kernels.gelu_mul())(&mut s.gate[t * w..(t + 1) * w], inp);
         }
         e.project(&mut s.qin, &self.proj, n, &s.gate, &mut s.proj);
         p.post_norm(&self.post_norm);

@@ -60,7 +60,7 @@ impl Glu {
         s.qin.prepare(e.pool, k, &self.gate, &s.xb[..n * d], n);
         s.qin.prepare(e.pool, k, &self.up, &s.xb[..n * d], n);
         let (gate_ptr, up_ptr) = (SharedMut::new(s.gate.as_mut_ptr()), SharedMut::new(s.up.as_mut_ptr()));
-        let (act, silu_mul) = (self.act, k.silu_mul());
+        let (act, silu_mul, gelu_mul) = (self.act, k.silu_mul(), k.gelu_mul());
         let glu_rows = move |r0: usize, r1: usize| {
             for t in 0..n {
                 // SAFETY: rows r0..r1 of every token belong to the calling task alone, and the
@@ -71,7 +71,10 @@ impl Glu {
                         std::slice::from_raw_parts(up_ptr.get().add(t * ff + r0), r1 - r0),
                     )
                 };
-                glu(act, silu_mul, g, u);
+                match act {
+                    Activation::Silu => silu_mul(g, u),
+                    Activation::GeluTanh => gelu_mul(g, u),
+                }
             }
         };
         let mut gate_up = [
@@ -80,13 +83,5 @@ impl Glu {
         ];
         ops::matmul_then(e.pool, k, e.file, &mut gate_up, n, Some(&glu_rows));
         e.project(&mut s.qin, &self.down, n, &s.gate, &mut s.proj);
-    }
-}
-
-/// gate = act(gate) * up, element by element.
-fn glu(act: Activation, silu_mul: fn(&mut [f32], &[f32]), gate: &mut [f32], up: &[f32]) {
-    match act {
-        Activation::Silu => silu_mul(gate, up),
-        Activation::GeluTanh => gate.iter_mut().zip(up).for_each(|(a, &b)| *a = ops::gelu_tanh(*a) * b),
     }
 }

@@ -13,6 +13,8 @@ simd_common!();
 /// ggml's layout (repacking off): every CPU of theirs runs AVX2.
 pub(super) const fn avx2_rows(k: Kernels) -> Kernels {
     let mut k = common(k);
+    // SAFETY: every x86 set is handed out only where AVX2, FMA and F16C are.
+    k.gelu_mul = |g, u| unsafe { simd::gelu_mul(g, u) };
     simd_rows! { k;
         F32 => vec_dot_f32_f32, mat_vec_f32_f32;
         F16 => vec_dot_f16_f32, mat_vec_f16_f32;

@@ -45,6 +45,7 @@ pub(super) const fn base(isa: &'static str) -> Kernels {
         f16_dot: r::vec_dot_f16_f32,
         f16_axpy: r::axpy_f16_f32,
         silu_mul: r::silu_mul,
+        gelu_mul: r::gelu_mul,
         attn_chunk: |q, heads, rows, slots, scale, scores, out| {
             if attn_chunk_ok(q, heads, rows, slots, scores, out) {
                 r::attn_chunk(q, heads, rows, slots, scale, scores, out)

@@ -383,6 +383,26 @@ pub(crate) unsafe fn silu_mul(gate: &mut [f32], up: &[f32]) {
     })
 }
 
+/// `gate[i] = gelu(gate[i]) * up[i]` through the reference's f16 table (see the reference), 8
+/// at a time: inputs rounded to f16 by `vcvtps2ph`, their table entries gathered as 32-bit
+/// words (the low half is the entry; the table has one entry of slack at its end).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    let table = crate::quant::reference::gelu_table().as_ptr().cast::<i32>();
+    in_pieces::<8>(gate, up, |g, u| {
+        let x = _mm256_loadu_ps(g.as_ptr());
+        let bits = _mm256_cvtepu16_epi32(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+        let words = _mm256_and_si256(_mm256_i32gather_epi32::<2>(table, bits), _mm256_set1_epi32(0xFFFF));
+        // 8 x u32 -> 8 x u16 in order (packs work per 128-bit lane).
+        let packed = _mm256_permute4x64_epi64::<0b10_00>(_mm256_packus_epi32(words, words));
+        let y = _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+        let low = _mm256_cmp_ps::<_CMP_LE_OQ>(x, _mm256_set1_ps(-10.0));
+        let high = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(10.0));
+        let y = _mm256_blendv_ps(_mm256_andnot_ps(low, y), x, high);
+        _mm256_storeu_ps(g.as_mut_ptr(), _mm256_mul_ps(y, _mm256_loadu_ps(u.as_ptr())));
+    })
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn vec_dot_bf16_f32(w: &[bf16], a: &[f32]) -> f32 {
     // bf16 is the top half of an f32.
