@@ -56,7 +56,25 @@ pub fn weight_samples() -> Vec<WeightSample> {
             });
         }
     }
+    out.push(synthetic_q5_k(896, 4864));
     out
+}
+
+/// A Q5_K matrix of Qwen2.5-0.5B's feed-forward shape (ffn_down) with hashed quants and small scales: no
+/// model in the cache is Q5_K (Q5_K_M files are), and the kernels' speed does not depend on the
+/// values.
+fn synthetic_q5_k(rows: usize, cols: usize) -> WeightSample {
+    let ty = GgmlType::Q5_K;
+    let mut bytes: Vec<u8> = (0..rows * ty.row_bytes(cols))
+        .map(|i| ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
+        .collect();
+    let scale = half::f16::from_f32(0.01).to_le_bytes();
+    for block in bytes.chunks_exact_mut(ty.row_bytes(ty.block_size())) {
+        // d and dmin lead the block.
+        block[..2].copy_from_slice(&scale);
+        block[2..4].copy_from_slice(&scale);
+    }
+    WeightSample { model: "synthetic".to_owned(), tensor: "ffn_down".to_owned(), ty, rows, cols, bytes }
 }
 
 /// Deterministic, activation-like values in [-1, 1) for token `t`.

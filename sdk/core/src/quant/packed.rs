@@ -85,7 +85,7 @@ pub enum PackedAct {
     /// `d` (f32), `sum` (i32, the sum of the block's quants) and `s` (f32, Q8_1's `d * sum`
     /// rounded to f16, which Q4_1's offsets use). Quants and scales equal ggml's Q8_0/Q8_1.
     Q8x32,
-    /// 256-element super-blocks (Q4_K, Q6_K): `qs[cols]` i8, then per super-block `d` (f32),
+    /// 256-element super-blocks (Q4_K, Q5_K, Q6_K): `qs[cols]` i8, then per super-block `d` (f32),
     /// 16 sums of 16 quants (i16) and 8 sums of 32 quants (i16). Equal to ggml's Q8_K.
     Q8xK,
 }
@@ -96,7 +96,7 @@ impl PackedAct {
         use GgmlType::*;
         match ty {
             Q4_0 | Q4_1 | Q5_0 | Q8_0 => Some(PackedAct::Q8x32),
-            Q4_K | Q6_K => Some(PackedAct::Q8xK),
+            Q4_K | Q5_K | Q6_K => Some(PackedAct::Q8xK),
             _ => None,
         }
     }

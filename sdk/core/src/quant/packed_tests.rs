@@ -237,6 +237,7 @@ fn packed_kernels_are_exact_at_extreme_quants() {
                     GgmlType::Q5_0 => blk[2..22].fill(0xFF),
                     GgmlType::Q8_0 => blk[2..34].fill(if row % 2 == 0 { 0x80 } else { 0x7F }),
                     GgmlType::Q4_K => blk[4..144].fill(0xFF),
+                    GgmlType::Q5_K => blk[4..176].fill(0xFF),
                     GgmlType::Q6_K => {
                         blk[..192].fill(0xFF);
                         blk[192..208].fill(if row % 2 == 0 { 0x7F } else { 0x81 });

@@ -304,52 +304,87 @@ impl TileKernel for TileQ4K {
 
     #[inline]
     unsafe fn tile<const E: usize>(tile: *const u8, nb: usize, o: &BlockLayout, a: &[Act; E]) -> [[f32; ROWS]; E] {
-        let m4 = vdupq_n_u8(0x0F);
-        let mut acc = [[vdupq_n_f32(0.0); 2]; E];
-        for b in 0..nb {
-            let blk = tile.add(o.size * b);
-            let mut sumi = [[vdupq_n_s32(0); 2]; E];
-            let mut summ = [[vdupq_n_s32(0); 2]; E];
-            for j in 0..8 {
-                let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(blk.add(o.sc + ROWS * (8 + j)))));
-                for (sm, a) in summ.iter_mut().zip(a) {
-                    let s = a.sum32(b, j);
-                    sm[0] = vmlal_n_s16(sm[0], vget_low_s16(mins), s);
-                    sm[1] = vmlal_high_n_s16(sm[1], mins, s);
-                }
+        tile_q45k::<E, false>(tile, nb, o, a)
+    }
+}
+
+/// Q5_K: Q4_K with each quant's fifth bit taken from the tile's qh groups.
+struct TileQ5K;
+
+impl TileKernel for TileQ5K {
+    const TY: GgmlType = GgmlType::Q5_K;
+
+    #[inline]
+    unsafe fn tile<const E: usize>(tile: *const u8, nb: usize, o: &BlockLayout, a: &[Act; E]) -> [[f32; ROWS]; E] {
+        tile_q45k::<E, true>(tile, nb, o, a)
+    }
+}
+
+/// The Q4_K and (`Q5`) Q5_K tile kernel: the same sums, Q5_K's quants one bit wider.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn tile_q45k<const E: usize, const Q5: bool>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: &[Act; E],
+) -> [[f32; ROWS]; E] {
+    let (m4, b4) = (vdupq_n_u8(0x0F), vdupq_n_u8(0x10));
+    let mut acc = [[vdupq_n_f32(0.0); 2]; E];
+    for b in 0..nb {
+        let blk = tile.add(o.size * b);
+        let mut sumi = [[vdupq_n_s32(0); 2]; E];
+        let mut summ = [[vdupq_n_s32(0); 2]; E];
+        for j in 0..8 {
+            let mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(blk.add(o.sc + ROWS * (8 + j)))));
+            for (sm, a) in summ.iter_mut().zip(a) {
+                let s = a.sum32(b, j);
+                sm[0] = vmlal_n_s16(sm[0], vget_low_s16(mins), s);
+                sm[1] = vmlal_high_n_s16(sm[1], mins, s);
             }
-            for g in 0..4 {
-                let mut il = [[vdupq_n_s32(0); 2]; E];
-                let mut ih = [[vdupq_n_s32(0); 2]; E];
-                for q in 0..2 {
-                    let raw: [[uint8x16_t; 2]; 4] =
-                        std::array::from_fn(|v| load_group(blk.add(GROUP * (8 * g + 4 * q + v))));
-                    let lo = signed(raw.map(|x| x.map(|x| vandq_u8(x, m4))));
-                    let hi = signed(raw.map(|x| x.map(|x| vshrq_n_u8(x, 4))));
-                    for e in 0..E {
-                        let at = 256 * b + 64 * g + 16 * q;
-                        sdot4(&mut il[e], &lo, quants16(&a[e], at));
-                        sdot4(&mut ih[e], &hi, quants16(&a[e], at + 32));
+        }
+        for g in 0..4 {
+            // Q5_K: bits 2g and 2g + 1 of the qh bytes to bit 4 (shifts by a negative count go right).
+            let (to_lo, to_hi) = (vdupq_n_s8(4 - 2 * g as i8), vdupq_n_s8(3 - 2 * g as i8));
+            let mut il = [[vdupq_n_s32(0); 2]; E];
+            let mut ih = [[vdupq_n_s32(0); 2]; E];
+            for q in 0..2 {
+                let raw: [[uint8x16_t; 2]; 4] = std::array::from_fn(|v| load_group(blk.add(GROUP * (8 * g + 4 * q + v))));
+                let mut lo = raw.map(|x| x.map(|x| vandq_u8(x, m4)));
+                let mut hi = raw.map(|x| x.map(|x| vshrq_n_u8(x, 4)));
+                if Q5 {
+                    for v in 0..4 {
+                        let bits = load_group(blk.add(o.qh + GROUP * (4 * q + v)));
+                        for i in 0..2 {
+                            lo[v][i] = vorrq_u8(lo[v][i], vandq_u8(vshlq_u8(bits[i], to_lo), b4));
+                            hi[v][i] = vorrq_u8(hi[v][i], vandq_u8(vshlq_u8(bits[i], to_hi), b4));
+                        }
                     }
                 }
-                let (sl, sh) = (widen_u8(blk.add(o.sc + ROWS * 2 * g)), widen_u8(blk.add(o.sc + ROWS * (2 * g + 1))));
+                let (lo, hi) = (signed(lo), signed(hi));
                 for e in 0..E {
-                    for k in 0..2 {
-                        sumi[e][k] = vmlaq_s32(vmlaq_s32(sumi[e][k], il[e][k], sl[k]), ih[e][k], sh[k]);
-                    }
+                    let at = 256 * b + 64 * g + 16 * q;
+                    sdot4(&mut il[e], &lo, quants16(&a[e], at));
+                    sdot4(&mut ih[e], &hi, quants16(&a[e], at + 32));
                 }
             }
-            let (dw, dminw) = (f16x8(blk.add(o.d)), f16x8(blk.add(o.m)));
+            let (sl, sh) = (widen_u8(blk.add(o.sc + ROWS * 2 * g)), widen_u8(blk.add(o.sc + ROWS * (2 * g + 1))));
             for e in 0..E {
-                let da = a[e].d(b);
                 for k in 0..2 {
-                    acc[e][k] = vfmaq_f32(acc[e][k], vcvtq_f32_s32(sumi[e][k]), vmulq_n_f32(dw[k], da));
-                    acc[e][k] = vfmsq_f32(acc[e][k], vcvtq_f32_s32(summ[e][k]), vmulq_n_f32(dminw[k], da));
+                    sumi[e][k] = vmlaq_s32(vmlaq_s32(sumi[e][k], il[e][k], sl[k]), ih[e][k], sh[k]);
                 }
             }
         }
-        rows_of(acc)
+        let (dw, dminw) = (f16x8(blk.add(o.d)), f16x8(blk.add(o.m)));
+        for e in 0..E {
+            let da = a[e].d(b);
+            for k in 0..2 {
+                acc[e][k] = vfmaq_f32(acc[e][k], vcvtq_f32_s32(sumi[e][k]), vmulq_n_f32(dw[k], da));
+                acc[e][k] = vfmsq_f32(acc[e][k], vcvtq_f32_s32(summ[e][k]), vmulq_n_f32(dminw[k], da));
+            }
+        }
     }
+    rows_of(acc)
 }
 
 /// Q6_K: 6-bit quants rebuilt from the nibble and top-bit groups, less 32, as signed bytes;
@@ -413,5 +448,6 @@ super::tile_entries! { drive:
     mat_mat_q5_0 => TileQ50;
     mat_mat_q8_0 => TileQ80;
     mat_mat_q4_k => TileQ4K;
+    mat_mat_q5_k => TileQ5K;
     mat_mat_q6_k => TileQ6K;
 }

@@ -19,7 +19,8 @@
 //! its scales (f16 exactly as in the file; k-quant scales unpacked to one byte per row), so
 //! decode reads a tile as one sequential stream. Nibbles stay unsigned (Q4_0's offset comes off
 //! exactly through the activation block sums); Q8_0 stays signed as in the file. Both widths
-//! take the same bytes, ggml's except Q4_K (+32 bytes per 8 rows and super-block, 2.8%).
+//! take the same bytes, ggml's except Q4_K and Q5_K (+32 bytes per 8 rows and super-block, 2.8%
+//! and 2.3%).
 //! Groups below are counted at width 4 (at width 8 there are half as many, twice as wide).
 //!
 //! | type | one block of 8 rows, in this order |
@@ -29,6 +30,7 @@
 //! | Q5_0 | qs 4×32, fifth bits 32 (byte `4r + j`: bit `v` for the low nibble of group `v`, bit `4 + v` for its high nibble), d; width 4 only |
 //! | Q8_0 | qs 8×32 (i8), d 8×f16 |
 //! | Q4_K | qs 32×32, scales then mins [16][row] u8, d 8×f16, dmin 8×f16 |
+//! | Q5_K | qs 32×32, qh 8×32, then as Q4_K; width 4 only |
 //! | Q6_K | ql 32×32, qh 16×32, scales [16][row] i8, d 8×f16 |
 //!
 //! Q4_K: group `q` holds `qs[wq..]`; with `g = wq / 32` and `c = wq mod 32`, its low nibbles
@@ -36,7 +38,8 @@
 //! `ql[wq..]`; with `h = wq / 64`, `kk = (wq mod 64) / 32`, `c = wq mod 32`, its low nibbles are
 //! elements `128h + 32kk + c..`, its high nibbles the ones 64 further on; qh group `q` holds
 //! `qh[wq..]`, with `h = wq / 32`, `c = wq mod 32`, whose bit pairs `2k..2k + 2` are the top bits
-//! of elements `128h + 32k + c..`.
+//! of elements `128h + 32k + c..`. Q5_K: qs as Q4_K's; qh group `q` holds `qh[4q..]`, whose bits
+//! `2g` and `2g + 1` are the fifth bits of the low and high nibbles of qs group `8g + q`.
 
 use crate::quant::blocks::*;
 use crate::quant::packed::{tile_len, ActOffsets, ActRow, PackedAct};
@@ -53,7 +56,7 @@ pub const GROUP: usize = 4 * ROWS;
 #[derive(Debug, Clone, Copy)]
 pub struct BlockLayout {
     pub size: usize,
-    /// Q5_0's fifth bits, Q6_K's qh groups.
+    /// Q5_0's fifth bits, Q5_K's and Q6_K's qh groups.
     pub qh: usize,
     /// k-quants: the unpacked scales (Q4_K: then its mins).
     pub sc: usize,
@@ -73,6 +76,7 @@ impl BlockLayout {
             Q5_0 => l(176, 128, 0, 160, 0),
             Q8_0 => l(272, 0, 0, 256, 0),
             Q4_K => l(1184, 0, 1024, 1152, 1168),
+            Q5_K => l(1440, 1024, 1280, 1408, 1424),
             Q6_K => l(1680, 1024, 1536, 1664, 0),
             _ => None,
         }
@@ -139,9 +143,9 @@ pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     pack(ty, cols, rows, tile, 4)
 }
 
-/// Builds one tile of width 8 (the i8mm kernels'), Q5_0's of width 4; see [`pack`].
+/// Builds one tile of width 8 (the i8mm kernels'), Q5_0's and Q5_K's of width 4; see [`pack`].
 pub fn pack_tile_mmla(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
-    pack(ty, cols, rows, tile, if ty == GgmlType::Q5_0 { 4 } else { 8 })
+    pack(ty, cols, rows, tile, if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_K) { 4 } else { 8 })
 }
 
 /// Builds one tile of width `w` (see the module documentation) from whole ggml rows; absent rows
@@ -182,8 +186,13 @@ fn pack(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8], w: usize) {
                     groups(blk, r, &x[2..34], w);
                     f16_at(blk, o.d, &x[..2]);
                 }
-                Q4_K => {
-                    groups(blk, r, &x[16..144], w);
+                Q4_K | Q5_K => {
+                    if ty == Q5_K {
+                        groups(blk, r, &x[48..176], w);
+                        groups(&mut blk[o.qh..], r, &x[16..48], w);
+                    } else {
+                        groups(blk, r, &x[16..144], w);
+                    }
                     let sm = q4k_scales_mins(x[4..16].try_into().unwrap_or(&[0; 12]));
                     for (k, &s) in sm.iter().enumerate() {
                         blk[o.sc + ROWS * k + r] = s;

@@ -39,5 +39,6 @@ packing! { pack_tile, q8x32, q8_k;
     Q5_0 => mat_mat_q5_0;
     Q8_0 => mat_mat_q8_0;
     Q4_K => mat_mat_q4_k;
+    Q5_K => mat_mat_q5_k;
     Q6_K => mat_mat_q6_k;
 }

@@ -37,6 +37,7 @@ macro_rules! vnni_packing {
                 Q5_0 => mat_mat_q5_0;
                 Q8_0 => mat_mat_q8_0;
                 Q4_K => mat_mat_q4_k;
+                Q5_K => mat_mat_q5_k;
                 Q6_K => mat_mat_q6_k;
             }
         }

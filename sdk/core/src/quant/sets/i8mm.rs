@@ -1,6 +1,6 @@
 //! The i8mm set: `smmla` GEMM on ggml's layout (2-row × 2-token tiles; one token on the dotprod
-//! kernels) and on 8-row tiles of 8-byte column groups (`aarch64::tile8`; Q5_0: the dotprod
-//! set's tiles and kernel, which its CPUs run).
+//! kernels) and on 8-row tiles of 8-byte column groups (`aarch64::tile8`; Q5_0 and Q5_K: the
+//! dotprod set's tiles and kernels, which its CPUs run).
 
 use super::neon::{aarch64_rows, neon_attn_chunk};
 use super::*;
@@ -46,5 +46,6 @@ packing! { pack_tile_mmla, q8x32, quant_q8_k;
     Q5_0 => mat_mat_q5_0;
     Q8_0 => mat_mat_q8_0;
     Q4_K => mat_mat_q4_k;
+    Q5_K => mat_mat_q5_k;
     Q6_K => mat_mat_q6_k;
 }

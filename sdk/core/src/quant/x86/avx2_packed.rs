@@ -247,7 +247,35 @@ unsafe fn micro_q4_k<const E: usize>(
     out: [*mut f32; E],
     valid: usize,
 ) {
+    micro_q45_k::<E, false>(tile, nb, o, a, out, valid)
+}
+
+/// Q5_K: Q4_K with each quant's fifth bit taken from the tile's qh vectors.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn micro_q5_k<const E: usize>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
+    micro_q45_k::<E, true>(tile, nb, o, a, out, valid)
+}
+
+/// The Q4_K and (`Q5`) Q5_K micro-kernel. `vpmaddubsw` sums of 8 vectors of 4-bit quants fit in
+/// i16, of 5-bit ones only 4 (see the module documentation), so Q5_K widens twice per sub-block.
+#[inline(always)]
+unsafe fn micro_q45_k<const E: usize, const Q5: bool>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
     let m4 = _mm256_set1_epi8(0x0F);
+    let per_i16 = if Q5 { 4 } else { 8 };
     let mut acc = [_mm256_setzero_ps(); E];
     for b in 0..nb {
         let qs = tile.add(o.size * b);
@@ -255,26 +283,42 @@ unsafe fn micro_q4_k<const E: usize>(
         let mut sumi = [_mm256_setzero_si256(); E];
         for g in 0..4 {
             let (sc_lo, sc_hi) = split_pairs(pairs_u8(qs.add(o.a + 16 * g)));
-            let mut il = [_mm256_setzero_si256(); E];
-            let mut ih = [_mm256_setzero_si256(); E];
-            for h in 0..8 {
-                let raw = load(qs.add(256 * g + 32 * h));
-                let lo = _mm256_and_si256(raw, m4);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                for e in 0..E {
-                    let q8 = a[e].qs.add(256 * b + 64 * g + 4 * h);
-                    il[e] = _mm256_add_epi16(il[e], _mm256_maddubs_epi16(lo, bcast4(q8)));
-                    ih[e] = _mm256_add_epi16(ih[e], _mm256_maddubs_epi16(hi, bcast4(q8.add(32))));
+            for h0 in (0..8).step_by(per_i16) {
+                let mut il = [_mm256_setzero_si256(); E];
+                let mut ih = [_mm256_setzero_si256(); E];
+                for h in h0..h0 + per_i16 {
+                    let raw = load(qs.add(256 * g + 32 * h));
+                    let mut lo = _mm256_and_si256(raw, m4);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                    if Q5 {
+                        (lo, hi) = q5k_fifth_bits(lo, hi, qs.add(32 * 32 + 32 * h), g);
+                    }
+                    for e in 0..E {
+                        let q8 = a[e].qs.add(256 * b + 64 * g + 4 * h);
+                        il[e] = _mm256_add_epi16(il[e], _mm256_maddubs_epi16(lo, bcast4(q8)));
+                        ih[e] = _mm256_add_epi16(ih[e], _mm256_maddubs_epi16(hi, bcast4(q8.add(32))));
+                    }
                 }
-            }
-            for e in 0..E {
-                let s = _mm256_add_epi32(_mm256_madd_epi16(il[e], sc_lo), _mm256_madd_epi16(ih[e], sc_hi));
-                sumi[e] = _mm256_add_epi32(sumi[e], s);
+                for e in 0..E {
+                    let s = _mm256_add_epi32(_mm256_madd_epi16(il[e], sc_lo), _mm256_madd_epi16(ih[e], sc_hi));
+                    sumi[e] = _mm256_add_epi32(sumi[e], s);
+                }
             }
         }
         q4k_accumulate(&mut acc, &sumi, qs, o, &a, b);
     }
     store_tile(out, acc, valid);
+}
+
+/// Q5_K: the low and high nibbles of qs vector `8g + h` with their fifth bits, bits `2g` and
+/// `2g + 1` of the qh vector at `qh` (vector `h`), moved to bit 4. A 16-bit shift right by at
+/// most 6, then 4 or 3 left, masked to bit 4: no bit crosses into another byte.
+#[inline(always)]
+pub(super) unsafe fn q5k_fifth_bits(lo: __m256i, hi: __m256i, qh: *const u8, g: usize) -> (__m256i, __m256i) {
+    let b4 = _mm256_set1_epi8(0x10);
+    let bits = _mm256_srl_epi16(load(qh), _mm_cvtsi32_si128(2 * g as i32));
+    let with = |w: __m256i, h: __m256i| _mm256_or_si256(w, _mm256_and_si256(h, b4));
+    (with(lo, _mm256_slli_epi16(bits, 4)), with(hi, _mm256_slli_epi16(bits, 3)))
 }
 
 /// Adds Q4_K block `b` (at `blk`) to the sums `acc`: `d_w × d_a × sumi` (`sumi`: Σ scale × sub-block
@@ -432,5 +476,6 @@ entry! {
     mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8, [7 6 5 4 3 2 1];
     mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8, [7 6 5 4 3 2 1];
     mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4, [3 2 1];
+    mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K, 4, [3 2 1];
     mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4, [3 2 1];
 }

@@ -162,7 +162,34 @@ unsafe fn micro_q4_k<const E: usize>(
     out: [*mut f32; E],
     valid: usize,
 ) {
+    micro_q45_k::<E, false>(tile, nb, o, a, out, valid)
+}
+
+/// Q5_K: Q4_K with each quant's fifth bit taken from the tile's qh vectors.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn micro_q5_k<const E: usize>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
+    micro_q45_k::<E, true>(tile, nb, o, a, out, valid)
+}
+
+/// The Q4_K and (`Q5`) Q5_K micro-kernel: the same sums, Q5_K's quants one bit wider.
+#[inline(always)]
+unsafe fn micro_q45_k<const E: usize, const Q5: bool>(
+    tile: *const u8,
+    nb: usize,
+    o: &BlockLayout,
+    a: [ActRow; E],
+    out: [*mut f32; E],
+    valid: usize,
+) {
     let m4 = _mm512_set1_epi8(0x0F);
+    let b4 = _mm512_set1_epi8(0x10);
     let lo16 = _mm512_set1_epi32(0xFFFF);
     let mut acc = [_mm512_setzero_ps(); E];
     for b in 0..nb {
@@ -183,8 +210,15 @@ unsafe fn micro_q4_k<const E: usize>(
             let mut ih = [_mm512_setzero_si512(); E];
             for h in 0..8 {
                 let raw = load(qs.add(512 * g + 64 * h));
-                let lo = _mm512_and_si512(raw, m4);
-                let hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                let mut lo = _mm512_and_si512(raw, m4);
+                let mut hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                if Q5 {
+                    // Bits 2g and 2g + 1 of the qh bytes to bit 4 (bits never cross a byte:
+                    // the shift right is at most 6, then 4 or 3 left, masked to bit 4).
+                    let bits = _mm512_srl_epi16(load(qs.add(2048 + 64 * h)), _mm_cvtsi32_si128(2 * g as i32));
+                    lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(bits, 4), b4, 0xF8);
+                    hi = _mm512_ternarylogic_epi32(hi, _mm512_slli_epi16(bits, 3), b4, 0xF8);
+                }
                 for e in 0..E {
                     let q8 = a[e].qs.add(256 * b + 64 * g + 4 * h);
                     il[e] = _mm512_dpbusd_epi32(il[e], lo, bcast4(q8));
@@ -303,5 +337,6 @@ entry! {
     mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8, [7 6 5 4 3 2 1];
     mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8, [7 6 5 4 3 2 1];
     mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4, [3 2 1];
+    mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K, 4, [3 2 1];
     mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4, [3 2 1];
 }

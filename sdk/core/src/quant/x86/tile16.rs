@@ -11,8 +11,8 @@
 //! reads a tile as one sequential stream, which the hardware prefetchers follow. Vector `v` of
 //! a block has lane `r` = bytes `4v..4v+4` of row `r`'s ggml quants, which for the nibble formats
 //! puts elements `4v..4v+4` in the low nibbles and the ones 16 (32 for Q4_K) further on in the
-//! high nibbles, as ggml orders them. Sizes equal ggml's except Q4_K (+64 bytes per 16 rows
-//! and super-block, 2.8%).
+//! high nibbles, as ggml orders them. Sizes equal ggml's except Q4_K and Q5_K (+64 bytes per
+//! 16 rows and super-block, 2.8% and 2.3%).
 //!
 //! | type | one block of 16 rows, in this order |
 //! |---|---|
@@ -21,7 +21,11 @@
 //! | Q5_0 | qs 4×64, high bits 8×u64 (mask of vector v's low nibbles, then its high nibbles), d |
 //! | Q8_0 | qs+128 8×64 (u8), d |
 //! | Q4_K | qs 32×64, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 16×f16, dmin 16×f16 |
+//! | Q5_K | qs 32×64, qh 8×64, then as Q4_K |
 //! | Q6_K | ql 32×64, qh 16×64, scales `[pair][row][2]` i8, d 16×f16 |
+//!
+//! Q5_K: qs as Q4_K's; qh vector `h` holds `qh[4h..]`, whose bits `2g` and `2g + 1` are the
+//! fifth bits of the low and high nibbles of qs vector `8g + h`.
 //!
 //! Q6_K: ql vector `16h + 8kk + l4` holds `ql[64h + 32kk + 4l4..]` (low nibbles: elements
 //! `128h + 32kk + 4l4..`, high nibbles the ones 64 further on); qh vector `8h + l4` holds
@@ -49,6 +53,7 @@ pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
         Q8_0 => l(544, 512, 0, 0, 0),
         // a: scales, b: mins, c: d, d: dmin
         Q4_K => l(2368, 2048, 2176, 2304, 2336),
+        Q5_K => l(2880, 2560, 2688, 2816, 2848),
         // a: scales, b: d
         Q6_K => l(3360, 3072, 3328, 0, 0),
         _ => None,
@@ -111,9 +116,13 @@ pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8])
                     lanes::<8>(blk, r, &biased);
                     two(blk, o.a, &x[..2]);
                 }
-                Q4_K => {
+                Q4_K | Q5_K => {
+                    let qs = if ty == Q5_K { 48 } else { 16 };
                     for g in 0..4 {
-                        lanes::<8>(&mut blk[512 * g..], r, &x[16 + 32 * g..]);
+                        lanes::<8>(&mut blk[512 * g..], r, &x[qs + 32 * g..]);
+                    }
+                    if ty == Q5_K {
+                        lanes::<8>(&mut blk[2048..], r, &x[16..48]);
                     }
                     let sm = q4k_scales_mins(x[4..16].try_into().unwrap_or(&[0; 12]));
                     for p in 0..4 {

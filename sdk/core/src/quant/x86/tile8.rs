@@ -12,7 +12,8 @@
 //! reads a tile as one sequential stream. Vector `v` of a block has lane `r` = bytes `4v..4v+4`
 //! of row `r`'s ggml quants, which for the nibble formats puts elements `4v..4v+4` in the low
 //! nibbles and the ones 16 (32 for Q4_K) further on in the high nibbles, as ggml orders them.
-//! Sizes equal ggml's except Q4_K (+32 bytes per 8 rows and super-block, 2.8%).
+//! Sizes equal ggml's except Q4_K and Q5_K (+32 bytes per 8 rows and super-block, 2.8% and
+//! 2.3%).
 //!
 //! | type | one block of 8 rows, in this order |
 //! |---|---|
@@ -21,7 +22,11 @@
 //! | Q5_0 | qs 4×32, high bits 32 (see below), d 8×f16 |
 //! | Q8_0 | qs 8×32 (i8), d 8×f16 |
 //! | Q4_K | qs 32×32, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 8×f16, dmin 8×f16 |
+//! | Q5_K | qs 32×32, qh 8×32, then as Q4_K |
 //! | Q6_K | ql 32×32, qh 16×32, scales `[pair][row][2]` i8, d 8×f16 |
+//!
+//! Q5_K: qs as Q4_K's; qh vector `h` holds `qh[4h..]`, whose bits `2g` and `2g + 1` are the
+//! fifth bits of the low and high nibbles of qs vector `8g + h`.
 //!
 //! Q5_0: byte `4r + i` of the high-bit vector holds, in bit `v`, the fifth bit of the element in
 //! lane `r`, position `i` of nibble vector `v`'s low nibbles, and in bit `4 + v` that of its high
@@ -56,6 +61,7 @@ pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
         Q8_0 => l(272, 256, 0, 0, 0),
         // a: scales, b: mins, c: d, d: dmin
         Q4_K => l(1184, 1024, 1088, 1152, 1168),
+        Q5_K => l(1440, 1280, 1344, 1408, 1424),
         // a: scales, b: d
         Q6_K => l(1680, 1536, 1664, 0, 0),
         _ => None,
@@ -98,8 +104,13 @@ pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8])
                     lanes::<8>(blk, r, &x[2..34]);
                     two(blk, o.a, &x[..2]);
                 }
-                Q4_K => {
-                    lanes::<32>(blk, r, &x[16..144]);
+                Q4_K | Q5_K => {
+                    if ty == Q5_K {
+                        lanes::<32>(blk, r, &x[48..176]);
+                        lanes::<8>(&mut blk[32 * VEC..], r, &x[16..48]);
+                    } else {
+                        lanes::<32>(blk, r, &x[16..144]);
+                    }
                     let sm = q4k_scales_mins(x[4..16].try_into().unwrap_or(&[0; 12]));
                     for p in 0..4 {
                         two(blk, o.a + VEC / 2 * p, &sm[2 * p..]);

@@ -71,8 +71,8 @@ macro_rules! vnni256_kernels {
 
         use crate::quant::packed::ActRow;
         use crate::quant::x86::avx2_packed::{
-            bcast4, load, nibble_groups, pairs_i8, pairs_u8, q32_accumulate, q4k_accumulate, q5_groups, q6k_accumulate,
-            q6k_offsets, q6k_quants, store_tile,
+            bcast4, load, nibble_groups, pairs_i8, pairs_u8, q32_accumulate, q4k_accumulate, q5_groups, q5k_fifth_bits,
+            q6k_accumulate, q6k_offsets, q6k_quants, store_tile,
         };
         use crate::quant::x86::tile8;
         use crate::quant::x86::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
@@ -107,6 +107,32 @@ macro_rules! vnni256_kernels {
             out: [*mut f32; E],
             valid: usize,
         ) {
+            micro_q45_k::<E, false>(tile, nb, o, a, out, valid)
+        }
+
+        /// Q5_K: Q4_K with each quant's fifth bit taken from the tile's qh vectors.
+        #[target_feature(enable = $features)]
+        unsafe fn micro_q5_k<const E: usize>(
+            tile: *const u8,
+            nb: usize,
+            o: &BlockLayout,
+            a: [ActRow; E],
+            out: [*mut f32; E],
+            valid: usize,
+        ) {
+            micro_q45_k::<E, true>(tile, nb, o, a, out, valid)
+        }
+
+        /// The Q4_K and (`Q5`) Q5_K micro-kernel.
+        #[inline(always)]
+        unsafe fn micro_q45_k<const E: usize, const Q5: bool>(
+            tile: *const u8,
+            nb: usize,
+            o: &BlockLayout,
+            a: [ActRow; E],
+            out: [*mut f32; E],
+            valid: usize,
+        ) {
             let m4 = _mm256_set1_epi8(0x0F);
             let mut acc = [_mm256_setzero_ps(); E];
             for b in 0..nb {
@@ -119,8 +145,11 @@ macro_rules! vnni256_kernels {
                     let mut ih = [_mm256_setzero_si256(); E];
                     for h in 0..8 {
                         let raw = load(qs.add(256 * g + 32 * h));
-                        let lo = _mm256_and_si256(raw, m4);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                        let mut lo = _mm256_and_si256(raw, m4);
+                        let mut hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                        if Q5 {
+                            (lo, hi) = q5k_fifth_bits(lo, hi, qs.add(32 * 32 + 32 * h), g);
+                        }
                         for e in 0..E {
                             let q8 = a[e].qs.add(256 * b + 64 * g + 4 * h);
                             il[e] = $dot(il[e], lo, bcast4(q8));
@@ -193,6 +222,7 @@ macro_rules! vnni256_kernels {
             mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0;
             mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0;
             mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K;
+            mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K;
             mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K;
         );
     };
