@@ -1,7 +1,7 @@
-//! Kernel throughput on real weights (and a synthetic Q5_K matrix, no cached model being Q5_K):
-//! GEMV (decode, one token), GEMM (prefill, a tile of tokens), on ggml's layout and, for sets
-//! that have one, on their repacked layout, and the attention chunk kernel, for every kernel
-//! set this CPU runs.
+//! Kernel throughput on real weights (and synthetic Q5_1, IQ4_NL and Q5_K matrices, types no
+//! cached model has): GEMV (decode, one token), GEMM (prefill, a tile of tokens), on ggml's
+//! layout and, for sets that have one, on their repacked layout, and the attention chunk kernel,
+//! for every kernel set this CPU runs.
 //! GEMV throughput is in weight bytes per second, so it compares directly with the memory
 //! bandwidth (the samples are larger than the caches). Run: `cargo bench -p tern-bench`
 //! (models from `cargo xtask models --all`).

@@ -56,23 +56,23 @@ pub fn weight_samples() -> Vec<WeightSample> {
             });
         }
     }
-    out.push(synthetic_q5_k(896, 4864));
+    out.extend([GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::Q5_K].map(|ty| synthetic(ty, 896, 4864)));
     out
 }
 
-/// A Q5_K matrix of Qwen2.5-0.5B's feed-forward shape (ffn_down) with hashed quants and small scales: no
-/// model in the cache is Q5_K (Q5_K_M files are), and the kernels' speed does not depend on the
-/// values.
-fn synthetic_q5_k(rows: usize, cols: usize) -> WeightSample {
-    let ty = GgmlType::Q5_K;
+/// A matrix of `ty` (Q5_1, IQ4_NL or Q5_K, whose blocks start with f16 scales) of Qwen2.5-0.5B's
+/// ffn_down shape with hashed quants and small scales: no model in the cache has these types
+/// (Q5_K_M, Q5_1 and IQ4_NL files do), and the kernels' speed does not depend on the values.
+fn synthetic(ty: GgmlType, rows: usize, cols: usize) -> WeightSample {
     let mut bytes: Vec<u8> = (0..rows * ty.row_bytes(cols))
         .map(|i| ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8)
         .collect();
     let scale = half::f16::from_f32(0.01).to_le_bytes();
     for block in bytes.chunks_exact_mut(ty.row_bytes(ty.block_size())) {
-        // d and dmin lead the block.
-        block[..2].copy_from_slice(&scale);
-        block[2..4].copy_from_slice(&scale);
+        let scales = if ty == GgmlType::IQ4_NL { 1 } else { 2 };
+        for s in 0..scales {
+            block[2 * s..2 * s + 2].copy_from_slice(&scale);
+        }
     }
     WeightSample { model: "synthetic".to_owned(), tensor: "ffn_down".to_owned(), ty, rows, cols, bytes }
 }

@@ -81,9 +81,9 @@ pub(crate) type QuantizeActFn = fn(ty: GgmlType, x: &[f32], out: &mut [u8]);
 /// that reads it (q, k and v of one input are quantized once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackedAct {
-    /// 32-element blocks (weights Q4_0, Q4_1, Q5_0, Q8_0): `qs[cols]` i8, then per block
+    /// 32-element blocks (weights Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): `qs[cols]` i8, then per block
     /// `d` (f32), `sum` (i32, the sum of the block's quants) and `s` (f32, Q8_1's `d * sum`
-    /// rounded to f16, which Q4_1's offsets use). Quants and scales equal ggml's Q8_0/Q8_1.
+    /// rounded to f16, which Q4_1's and Q5_1's offsets use). Quants and scales equal ggml's Q8_0/Q8_1.
     Q8x32,
     /// 256-element super-blocks (Q4_K, Q5_K, Q6_K): `qs[cols]` i8, then per super-block `d` (f32),
     /// 16 sums of 16 quants (i16) and 8 sums of 32 quants (i16). Equal to ggml's Q8_K.
@@ -95,7 +95,7 @@ impl PackedAct {
     pub fn of(ty: GgmlType) -> Option<PackedAct> {
         use GgmlType::*;
         match ty {
-            Q4_0 | Q4_1 | Q5_0 | Q8_0 => Some(PackedAct::Q8x32),
+            Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | IQ4_NL => Some(PackedAct::Q8x32),
             Q4_K | Q5_K | Q6_K => Some(PackedAct::Q8xK),
             _ => None,
         }

@@ -235,6 +235,9 @@ fn packed_kernels_are_exact_at_extreme_quants() {
                     GgmlType::Q4_0 => blk[2..18].fill(0xFF),
                     GgmlType::Q4_1 => blk[4..20].fill(0xFF),
                     GgmlType::Q5_0 => blk[2..22].fill(0xFF),
+                    GgmlType::Q5_1 => blk[4..24].fill(0xFF),
+                    // Nibbles 0 and 15: the grid's -127 and 113.
+                    GgmlType::IQ4_NL => blk[2..18].fill(if row % 2 == 0 { 0x00 } else { 0xFF }),
                     GgmlType::Q8_0 => blk[2..34].fill(if row % 2 == 0 { 0x80 } else { 0x7F }),
                     GgmlType::Q4_K => blk[4..144].fill(0xFF),
                     GgmlType::Q5_K => blk[4..176].fill(0xFF),

@@ -241,7 +241,9 @@ unsafe fn tile_q32<T: Q32, const E: usize>(
 struct TileQ40;
 struct TileQ41;
 struct TileQ50;
+struct TileQ51;
 struct TileQ80;
+struct TileIq4Nl;
 
 impl Q32 for TileQ40 {
     const TY: GgmlType = GgmlType::Q4_0;
@@ -273,6 +275,31 @@ impl Q32 for TileQ50 {
     }
 }
 
+impl Q32 for TileQ51 {
+    const TY: GgmlType = GgmlType::Q5_1;
+    const M: bool = true;
+    unsafe fn quants(blk: *const u8, o: &BlockLayout, h: usize) -> Groups {
+        // Unsigned 5-bit quants (0..32, positive as signed bytes): the nibble with 0x10 where
+        // the fifth bit is set.
+        let fifth = load_group(blk.add(o.qh));
+        let b4 = vdupq_n_u8(0x10);
+        let nib = nibbles4(blk, h);
+        std::array::from_fn(|v| {
+            let bit = vdupq_n_u8(1 << (4 * h + v));
+            std::array::from_fn(|k| vreinterpretq_s8_u8(vorrq_u8(nib[v][k], vandq_u8(b4, vtstq_u8(fifth[k], bit)))))
+        })
+    }
+}
+
+impl Q32 for TileIq4Nl {
+    const TY: GgmlType = GgmlType::IQ4_NL;
+    unsafe fn quants(blk: *const u8, _: &BlockLayout, h: usize) -> Groups {
+        // The nibbles looked up in ggml's grid (signed bytes, as `sdot` takes them).
+        let grid = vld1q_s8(crate::quant::blocks::KVALUES_IQ4NL.as_ptr());
+        nibbles4(blk, h).map(|v| v.map(|x| vqtbl1q_s8(grid, x)))
+    }
+}
+
 impl Q32 for TileQ80 {
     const TY: GgmlType = GgmlType::Q8_0;
     unsafe fn quants(blk: *const u8, _: &BlockLayout, h: usize) -> Groups {
@@ -291,7 +318,7 @@ macro_rules! q32_tile_kernel {
     )*};
 }
 
-q32_tile_kernel!(TileQ40, TileQ41, TileQ50, TileQ80);
+q32_tile_kernel!(TileQ40, TileQ41, TileQ50, TileQ51, TileQ80, TileIq4Nl);
 
 // k-quants
 
@@ -446,7 +473,9 @@ super::tile_entries! { drive:
     mat_mat_q4_0 => TileQ40;
     mat_mat_q4_1 => TileQ41;
     mat_mat_q5_0 => TileQ50;
+    mat_mat_q5_1 => TileQ51;
     mat_mat_q8_0 => TileQ80;
+    mat_mat_iq4_nl => TileIq4Nl;
     mat_mat_q4_k => TileQ4K;
     mat_mat_q5_k => TileQ5K;
     mat_mat_q6_k => TileQ6K;

@@ -9,7 +9,7 @@
 //!
 //! On repacked weights ([`super::tile8`] at width 8: a row pair's 8 quants per vector) one
 //! kernel per type serves decode and prefill, on token pairs (a single token paired with
-//! itself); Q5_0 and Q5_K run the dotprod set's tiles.
+//! itself); Q5_0, Q5_1, Q5_K and IQ4_NL run the dotprod set's tiles.
 
 use std::arch::aarch64::*;
 
@@ -274,7 +274,8 @@ mat_mat! {
 // accumulators (row pairs) per token pair, lanes (r0·t0, r0·t1, r1·t0, r1·t1). Tokens go in
 // pairs; an odd last token is paired with itself. Every lane performs, per block in order,
 // the same operations (an exact integer sum, then the same f32 steps), so a token's result
-// does not depend on its pair, batch, tile or thread. Q5_0 and Q5_K stay on the dotprod tiles.
+// does not depend on its pair, batch, tile or thread. Q5_0, Q5_1, Q5_K and IQ4_NL stay on the
+// dotprod tiles.
 // Extents as for the dotprod tile kernels, checked by the callers.
 
 /// Four row pairs' accumulators of a tile block for one token pair.
@@ -581,7 +582,7 @@ impl PairKernel for PairsQ6K {
     }
 }
 
-// Q5_0's and Q5_K's tile kernels are the dotprod set's (`mat_mat_q5_0`, `mat_mat_q5_k`, re-exported above).
+// The Q5_0, Q5_1, Q5_K and IQ4_NL tile kernels are the dotprod set's (re-exported above).
 super::tile_entries! { drive_pairs:
     mat_mat_q4_0 => PairsQ40;
     mat_mat_q4_1 => PairsQ41;

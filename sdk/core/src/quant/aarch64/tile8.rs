@@ -26,8 +26,10 @@
 //! | type | one block of 8 rows, in this order |
 //! |---|---|
 //! | Q4_0 | qs 4×32, d 8×f16 |
+//! | IQ4_NL | as Q4_0; width 4 only |
 //! | Q4_1 | qs 4×32, d 8×f16, m 8×f16 |
 //! | Q5_0 | qs 4×32, fifth bits 32 (byte `4r + j`: bit `v` for the low nibble of group `v`, bit `4 + v` for its high nibble), d; width 4 only |
+//! | Q5_1 | qs 4×32, fifth bits 32 (as Q5_0's), d 8×f16, m 8×f16; width 4 only |
 //! | Q8_0 | qs 8×32 (i8), d 8×f16 |
 //! | Q4_K | qs 32×32, scales then mins [16][row] u8, d 8×f16, dmin 8×f16 |
 //! | Q5_K | qs 32×32, qh 8×32, then as Q4_K; width 4 only |
@@ -71,9 +73,10 @@ impl BlockLayout {
         use GgmlType::*;
         let l = |size, qh, sc, d, m| Some(BlockLayout { size, qh, sc, d, m });
         match ty {
-            Q4_0 => l(144, 0, 0, 128, 0),
+            Q4_0 | IQ4_NL => l(144, 0, 0, 128, 0),
             Q4_1 => l(160, 0, 0, 128, 144),
             Q5_0 => l(176, 128, 0, 160, 0),
+            Q5_1 => l(192, 128, 0, 160, 176),
             Q8_0 => l(272, 0, 0, 256, 0),
             Q4_K => l(1184, 0, 1024, 1152, 1168),
             Q5_K => l(1440, 1024, 1280, 1408, 1424),
@@ -143,9 +146,11 @@ pub fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
     pack(ty, cols, rows, tile, 4)
 }
 
-/// Builds one tile of width 8 (the i8mm kernels'), Q5_0's and Q5_K's of width 4; see [`pack`].
+/// Builds one tile of width 8 (the i8mm kernels'), of width 4 for the types that run the dotprod
+/// kernels (Q5_0, Q5_1, Q5_K, IQ4_NL); see [`pack`].
 pub fn pack_tile_mmla(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8]) {
-    pack(ty, cols, rows, tile, if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_K) { 4 } else { 8 })
+    use GgmlType::*;
+    pack(ty, cols, rows, tile, if matches!(ty, Q5_0 | Q5_1 | Q5_K | IQ4_NL) { 4 } else { 8 })
 }
 
 /// Builds one tile of width `w` (see the module documentation) from whole ggml rows; absent rows
@@ -164,15 +169,16 @@ fn pack(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8], w: usize) {
             // The f16 of row r in the scale field at `at`.
             let f16_at = |blk: &mut [u8], at: usize, v: &[u8]| blk[at + 2 * r..at + 2 * r + 2].copy_from_slice(&v[..2]);
             match ty {
-                Q4_0 | Q4_1 | Q5_0 => {
+                Q4_0 | IQ4_NL | Q4_1 | Q5_0 | Q5_1 => {
                     groups(blk, r, &x[bb - 16..], w);
-                    // d leads every block; Q4_1's m follows it.
+                    // d leads every block; Q4_1's and Q5_1's m follows it, then Q5_x's qh.
                     f16_at(blk, o.d, &x[..2]);
-                    if ty == Q4_1 {
+                    if matches!(ty, Q4_1 | Q5_1) {
                         f16_at(blk, o.m, &x[2..4]);
                     }
-                    if ty == Q5_0 {
-                        let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                    if matches!(ty, Q5_0 | Q5_1) {
+                        let at = if ty == Q5_0 { 2 } else { 4 };
+                        let qh = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
                         for j in 0..4 {
                             let mut bits = 0u32;
                             for v in 0..4 {

@@ -35,7 +35,9 @@ macro_rules! vnni_packing {
                 Q4_0 => mat_mat_q4_0;
                 Q4_1 => mat_mat_q4_1;
                 Q5_0 => mat_mat_q5_0;
+                Q5_1 => mat_mat_q5_1;
                 Q8_0 => mat_mat_q8_0;
+                IQ4_NL => mat_mat_iq4_nl;
                 Q4_K => mat_mat_q4_k;
                 Q5_K => mat_mat_q5_k;
                 Q6_K => mat_mat_q6_k;

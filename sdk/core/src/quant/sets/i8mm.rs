@@ -1,6 +1,6 @@
 //! The i8mm set: `smmla` GEMM on ggml's layout (2-row × 2-token tiles; one token on the dotprod
-//! kernels) and on 8-row tiles of 8-byte column groups (`aarch64::tile8`; Q5_0 and Q5_K: the
-//! dotprod set's tiles and kernels, which its CPUs run).
+//! kernels) and on 8-row tiles of 8-byte column groups (`aarch64::tile8`; Q5_0, Q5_1, Q5_K and
+//! IQ4_NL: the dotprod set's tiles and kernels, which its CPUs run).
 
 use super::neon::{aarch64_rows, neon_attn_chunk};
 use super::*;
@@ -44,7 +44,9 @@ packing! { pack_tile_mmla, q8x32, quant_q8_k;
     Q4_0 => mat_mat_q4_0;
     Q4_1 => mat_mat_q4_1;
     Q5_0 => mat_mat_q5_0;
+    Q5_1 => mat_mat_q5_1;
     Q8_0 => mat_mat_q8_0;
+    IQ4_NL => mat_mat_iq4_nl;
     Q4_K => mat_mat_q4_k;
     Q5_K => mat_mat_q5_k;
     Q6_K => mat_mat_q6_k;

@@ -27,6 +27,7 @@ use std::arch::x86_64::*;
 
 use super::tile8::{self, ROWS};
 use super::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
+use crate::quant::blocks::KVALUES_IQ4NL;
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -190,7 +191,19 @@ pub(super) unsafe fn nibble_groups(qs: *const u8) -> [(__m256i, usize); 8] {
 q32_micro!(micro_q4_0, d: a, shift: 3, signed: false, m: false, chunk: 8, |qs, _hb, _c| nibble_groups(qs));
 q32_micro!(micro_q4_1, d: a, shift: 0, signed: false, m: true, chunk: 8, |qs, _hb, _c| nibble_groups(qs));
 q32_micro!(micro_q8_0, d: a, shift: 0, signed: true, m: false, chunk: 1, |qs, _hb, c| [(load(qs.add(32 * c)), 4 * c)]);
+// IQ4_NL: the nibbles looked up in ggml's grid (signed, up to 127 in size: the sign trick, one
+// vector per widening as Q8_0).
+q32_micro!(micro_iq4_nl, d: a, shift: 0, signed: true, m: false, chunk: 1, |qs, _hb, c| {
+    let grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()));
+    let (w, off) = nibble_groups(qs)[c];
+    [(_mm256_shuffle_epi8(grid, w), off)]
+});
 q32_micro!(micro_q5_0, d: b, shift: 4, signed: false, m: false, chunk: 4, |qs, hb, c| if c == 0 {
+    q5_half::<0>(qs, hb)
+} else {
+    q5_half::<1>(qs, hb)
+});
+q32_micro!(micro_q5_1, d: c, shift: 0, signed: false, m: true, chunk: 4, |qs, hb, c| if c == 0 {
     q5_half::<0>(qs, hb)
 } else {
     q5_half::<1>(qs, hb)
@@ -474,7 +487,9 @@ entry! {
     mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0, 4, [3 2 1];
     mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1, 4, [3 2 1];
     mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_q5_1 => micro_q5_1, GgmlType::Q5_1, 8, [7 6 5 4 3 2 1];
     mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_iq4_nl => micro_iq4_nl, GgmlType::IQ4_NL, 8, [7 6 5 4 3 2 1];
     mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4, [3 2 1];
     mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K, 4, [3 2 1];
     mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4, [3 2 1];

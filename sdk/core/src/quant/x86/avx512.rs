@@ -21,6 +21,7 @@ use std::arch::x86_64::*;
 
 use super::tile16;
 use super::tiles::{drive, each_q6k_slice, prefetch, BlockLayout};
+use super::tiles::IQ4NL_BIASED;
 use crate::quant::packed::ActRow;
 use crate::quant::GgmlType;
 
@@ -137,8 +138,19 @@ q32_micro!(micro_q4_1, GgmlType::Q4_1, d: a, shift: 0, m: true, |qs, _hb| nibble
 q32_micro!(micro_q8_0, GgmlType::Q8_0, d: a, shift: 7, m: false, |qs, _hb| {
     std::array::from_fn(|g| (load(qs.add(64 * g)), 4 * g))
 });
-q32_micro!(micro_q5_0, GgmlType::Q5_0, d: b, shift: 4, m: false, |qs, hb| {
-    // The fifth bit of each quant, from the two masks stored after the nibbles' vector.
+q32_micro!(micro_q5_0, GgmlType::Q5_0, d: b, shift: 4, m: false, |qs, hb| q5_groups(qs, hb));
+q32_micro!(micro_q5_1, GgmlType::Q5_1, d: c, shift: 0, m: true, |qs, hb| q5_groups(qs, hb));
+
+// IQ4_NL: the nibbles looked up in ggml's grid plus 128 (unsigned for `vpdpbusd`; the 128
+// comes off exactly through the activation block sums, as Q8_0's).
+q32_micro!(micro_iq4_nl, GgmlType::IQ4_NL, d: a, shift: 7, m: false, |qs, _hb| {
+    let grid = _mm512_broadcast_i32x4(_mm_loadu_si128(IQ4NL_BIASED.as_ptr().cast()));
+    nibble_groups(qs).map(|(w, off)| (_mm512_shuffle_epi8(grid, w), off))
+});
+
+/// [`nibble_groups`] with each quant's fifth bit, from the two masks per nibble vector at `hb`.
+#[inline(always)]
+unsafe fn q5_groups(qs: *const u8, hb: *const u8) -> [(__m512i, usize); 8] {
     let mut g = nibble_groups(qs);
     let sixteen = _mm512_set1_epi8(16);
     for (i, (w, _)) in g.iter_mut().enumerate() {
@@ -146,7 +158,7 @@ q32_micro!(micro_q5_0, GgmlType::Q5_0, d: b, shift: 4, m: false, |qs, hb| {
         *w = _mm512_mask_add_epi8(*w, k, *w, sixteen);
     }
     g
-});
+}
 
 // ---------------------------------------------------------------------------------------------
 // k-quants
@@ -335,7 +347,9 @@ entry! {
     mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0, 8, [7 6 5 4 3 2 1];
     mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1, 8, [7 6 5 4 3 2 1];
     mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_q5_1 => micro_q5_1, GgmlType::Q5_1, 8, [7 6 5 4 3 2 1];
     mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0, 8, [7 6 5 4 3 2 1];
+    mat_mat_iq4_nl => micro_iq4_nl, GgmlType::IQ4_NL, 8, [7 6 5 4 3 2 1];
     mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K, 4, [3 2 1];
     mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K, 4, [3 2 1];
     mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K, 4, [3 2 1];

@@ -16,9 +16,10 @@
 //!
 //! | type | one block of 16 rows, in this order |
 //! |---|---|
-//! | Q4_0 | qs 4×64, d 16×f16 |
+//! | Q4_0, IQ4_NL | qs 4×64, d 16×f16 |
 //! | Q4_1 | qs 4×64, d 16×f16, m 16×f16 |
 //! | Q5_0 | qs 4×64, high bits 8×u64 (mask of vector v's low nibbles, then its high nibbles), d |
+//! | Q5_1 | qs 4×64, high bits as Q5_0's, d 16×f16, m 16×f16 |
 //! | Q8_0 | qs+128 8×64 (u8), d |
 //! | Q4_K | qs 32×64, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 16×f16, dmin 16×f16 |
 //! | Q5_K | qs 32×64, qh 8×64, then as Q4_K |
@@ -44,11 +45,13 @@ pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     let l = BlockLayout::new;
     match ty {
         // a: d
-        Q4_0 => l(288, 256, 0, 0, 0),
+        Q4_0 | IQ4_NL => l(288, 256, 0, 0, 0),
         // a: d, b: m
         Q4_1 => l(320, 256, 288, 0, 0),
         // a: high-bit masks, b: d
         Q5_0 => l(352, 256, 320, 0, 0),
+        // a: high-bit masks, b: m, c: d
+        Q5_1 => l(384, 256, 352, 320, 0),
         // a: d
         Q8_0 => l(544, 512, 0, 0, 0),
         // a: scales, b: mins, c: d, d: dmin
@@ -88,15 +91,21 @@ pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8])
             // The f16 (or byte pair) of row r in the scale field at `at`.
             let two = |blk: &mut [u8], at: usize, v: &[u8]| blk[at + 2 * r..at + 2 * r + 2].copy_from_slice(&v[..2]);
             match ty {
-                Q4_0 | Q4_1 | Q5_0 => {
+                Q4_0 | IQ4_NL | Q4_1 | Q5_0 | Q5_1 => {
                     lanes::<4>(blk, r, &x[bb - 16..]);
-                    // d leads every block; Q4_1's m follows it.
-                    two(blk, if ty == Q5_0 { o.b } else { o.a }, &x[..2]);
-                    if ty == Q4_1 {
+                    // d leads every block; Q4_1's and Q5_1's m follows it, then Q5_x's qh.
+                    let d_at = match ty {
+                        Q5_0 => o.b,
+                        Q5_1 => o.c,
+                        _ => o.a,
+                    };
+                    two(blk, d_at, &x[..2]);
+                    if matches!(ty, Q4_1 | Q5_1) {
                         two(blk, o.b, &x[2..4]);
                     }
-                    if ty == Q5_0 {
-                        let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                    if matches!(ty, Q5_0 | Q5_1) {
+                        let at = if ty == Q5_0 { 2 } else { 4 };
+                        let qh = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
                         for v in 0..4 {
                             // Bits 4r..4r+4 of the vector's two 64-bit masks.
                             let (lo, hi) = ((qh >> (4 * v)) & 0xF, (qh >> (16 + 4 * v)) & 0xF);

@@ -17,9 +17,10 @@
 //!
 //! | type | one block of 8 rows, in this order |
 //! |---|---|
-//! | Q4_0 | qs 4×32, d 8×f16 |
+//! | Q4_0, IQ4_NL | qs 4×32, d 8×f16 |
 //! | Q4_1 | qs 4×32, d 8×f16, m 8×f16 |
 //! | Q5_0 | qs 4×32, high bits 32 (see below), d 8×f16 |
+//! | Q5_1 | qs 4×32, high bits 32 (as Q5_0's), d 8×f16, m 8×f16 |
 //! | Q8_0 | qs 8×32 (i8), d 8×f16 |
 //! | Q4_K | qs 32×32, scales `[pair][row][2]` u8, mins `[pair][row][2]` u8, d 8×f16, dmin 8×f16 |
 //! | Q5_K | qs 32×32, qh 8×32, then as Q4_K |
@@ -28,7 +29,7 @@
 //! Q5_K: qs as Q4_K's; qh vector `h` holds `qh[4h..]`, whose bits `2g` and `2g + 1` are the
 //! fifth bits of the low and high nibbles of qs vector `8g + h`.
 //!
-//! Q5_0: byte `4r + i` of the high-bit vector holds, in bit `v`, the fifth bit of the element in
+//! Q5_0, Q5_1: byte `4r + i` of the high-bit vector holds, in bit `v`, the fifth bit of the element in
 //! lane `r`, position `i` of nibble vector `v`'s low nibbles, and in bit `4 + v` that of its high
 //! nibbles: one shift and one mask put either at bit 4 of every byte.
 //!
@@ -52,11 +53,13 @@ pub(crate) fn block_layout(ty: GgmlType) -> Option<BlockLayout> {
     let l = BlockLayout::new;
     match ty {
         // a: d
-        Q4_0 => l(144, 128, 0, 0, 0),
+        Q4_0 | IQ4_NL => l(144, 128, 0, 0, 0),
         // a: d, b: m
         Q4_1 => l(160, 128, 144, 0, 0),
         // a: high bits, b: d
         Q5_0 => l(176, 128, 160, 0, 0),
+        // a: high bits, b: m, c: d
+        Q5_1 => l(192, 128, 176, 160, 0),
         // a: d
         Q8_0 => l(272, 256, 0, 0, 0),
         // a: scales, b: mins, c: d, d: dmin
@@ -88,15 +91,21 @@ pub(crate) fn pack_tile(ty: GgmlType, cols: usize, rows: &[u8], tile: &mut [u8])
             // The f16 (or byte pair) of row r in the scale field at `at`.
             let two = |blk: &mut [u8], at: usize, v: &[u8]| blk[at + 2 * r..at + 2 * r + 2].copy_from_slice(&v[..2]);
             match ty {
-                Q4_0 | Q4_1 | Q5_0 => {
+                Q4_0 | IQ4_NL | Q4_1 | Q5_0 | Q5_1 => {
                     lanes::<4>(blk, r, &x[bb - 16..]);
-                    // d leads every block; Q4_1's m follows it.
-                    two(blk, if ty == Q5_0 { o.b } else { o.a }, &x[..2]);
-                    if ty == Q4_1 {
+                    // d leads every block; Q4_1's and Q5_1's m follows it, then Q5_x's qh.
+                    let d_at = match ty {
+                        Q5_0 => o.b,
+                        Q5_1 => o.c,
+                        _ => o.a,
+                    };
+                    two(blk, d_at, &x[..2]);
+                    if matches!(ty, Q4_1 | Q5_1) {
                         two(blk, o.b, &x[2..4]);
                     }
-                    if ty == Q5_0 {
-                        let qh = u32::from_le_bytes([x[2], x[3], x[4], x[5]]);
+                    if matches!(ty, Q5_0 | Q5_1) {
+                        let at = if ty == Q5_0 { 2 } else { 4 };
+                        let qh = u32::from_le_bytes([x[at], x[at + 1], x[at + 2], x[at + 3]]);
                         blk[o.a + 4 * r..o.a + 4 * r + 4].copy_from_slice(&q5_high_bits(qh));
                     }
                 }

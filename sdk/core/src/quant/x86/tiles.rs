@@ -31,6 +31,17 @@ pub(crate) unsafe fn prefetch_ahead(p: *const u8, size: usize) {
     prefetch(p.wrapping_add(PREFETCH_DISTANCE), size);
 }
 
+/// ggml's IQ4_NL grid plus 128: u8 weights for the u8 × i8 products of `vpdpbusd`.
+pub(crate) static IQ4NL_BIASED: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = (crate::quant::blocks::KVALUES_IQ4NL[i] as i16 + 128) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Where the fields of one tile block (the tile's rows of one ggml block) lie, relative to its
 /// start, and its size. The quants come first; `a`..`d` are the scale fields in the order of
 /// the layout's table.

@@ -75,7 +75,7 @@ macro_rules! vnni256_kernels {
             q6k_accumulate, q6k_offsets, q6k_quants, store_tile,
         };
         use crate::quant::x86::tile8;
-        use crate::quant::x86::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout};
+        use crate::quant::x86::tiles::{drive, each_q6k_slice, prefetch_ahead, BlockLayout, IQ4NL_BIASED};
         use crate::quant::GgmlType;
 
         q32_micro!($features, $dot, micro_q4_0, d: a, shift: 3, signed: false, m: false, |qs, _hb| nibble_groups(qs));
@@ -84,6 +84,12 @@ macro_rules! vnni256_kernels {
             std::array::from_fn(|g| (load(qs.add(32 * g)), 4 * g))
         });
         q32_micro!($features, $dot, micro_q5_0, d: b, shift: 4, signed: false, m: false, |qs, hb| q5_groups(qs, hb));
+        q32_micro!($features, $dot, micro_iq4_nl, d: a, shift: 7, signed: false, m: false, |qs, _hb| {
+            // ggml's grid plus 128 (unsigned for `vpdpbusd`, the 128 taken off exactly).
+            let grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(IQ4NL_BIASED.as_ptr().cast()));
+            nibble_groups(qs).map(|(w, off)| (_mm256_shuffle_epi8(grid, w), off))
+        });
+        q32_micro!($features, $dot, micro_q5_1, d: c, shift: 0, signed: false, m: true, |qs, hb| q5_groups(qs, hb));
 
         /// Row `r`'s two sub-block scales of a `[row][2]` byte pair vector (`vpmovzx` / `vpmovsx`
         /// of 16 bytes) as i32 lanes: (first, second).
@@ -220,7 +226,9 @@ macro_rules! vnni256_kernels {
             mat_mat_q4_0 => micro_q4_0, GgmlType::Q4_0;
             mat_mat_q4_1 => micro_q4_1, GgmlType::Q4_1;
             mat_mat_q5_0 => micro_q5_0, GgmlType::Q5_0;
+            mat_mat_q5_1 => micro_q5_1, GgmlType::Q5_1;
             mat_mat_q8_0 => micro_q8_0, GgmlType::Q8_0;
+            mat_mat_iq4_nl => micro_iq4_nl, GgmlType::IQ4_NL;
             mat_mat_q4_k => micro_q4_k, GgmlType::Q4_K;
             mat_mat_q5_k => micro_q5_k, GgmlType::Q5_K;
             mat_mat_q6_k => micro_q6_k, GgmlType::Q6_K;
